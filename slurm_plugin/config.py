@@ -1,0 +1,195 @@
+"""Site configuration, in layers: packaged defaults -> site file -> WATTBATCH_* env -> flags.
+
+The packaged defaults live in ``site/defaults.toml`` (shipped inside the package). An admin's
+file is found at ``$WATTBATCH_SITE_CONFIG``, else ``/etc/wattbatch/site.toml`` if present.
+Every key is declared in ``SCHEMA`` with its type; an unknown key or a value of the wrong type
+raises ``ConfigError`` naming the file, the key and the value.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .resources import site_dir
+
+DEFAULT_SITE_FILE = Path("/etc/wattbatch/site.toml")
+
+
+def _packaged_defaults() -> tuple[str, str]:
+    text = (site_dir() / "defaults.toml").read_text()
+    return "site/defaults.toml (packaged)", text
+
+
+@dataclass(frozen=True)
+class Key:
+    type: type
+    choices: tuple[Any, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def _num(lo: float | None = None, hi: float | None = None) -> Key:
+    return Key(float, minimum=lo, maximum=hi)
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Key:
+    return Key(int, minimum=lo, maximum=hi)
+
+
+SCHEMA: dict[str, Key] = {
+    "cluster.name": Key(str),
+    "policy.name": Key(str),
+    "policy.allow_share": Key(bool),
+    "policy.fail_open": Key(bool),
+    "slurm.bin_dir": Key(str),
+    "slurm.conf": Key(str),
+    "slurm.timeout_s": _num(0.1, 600),
+    "slurm.share_gres": Key(str, choices=("shard", "mps")),
+    "slurm.shards_per_gpu": _int(1, 128),
+    "slurm.typed_gpus": Key(bool),
+    "influx.url": Key(str),
+    "influx.database": Key(str),
+    "influx.username": Key(str),
+    "influx.password": Key(str),
+    "influx.token": Key(str),
+    "influx.timeout_s": _num(0.05, 60),
+    "carbon.zone": Key(str),
+    "reconcile.state_dir": Key(str),
+    "reconcile.max_actions": _int(0, 10000),
+    "template.name": Key(str),
+    "eaco.alpha": _num(0, 1),
+    "eaco.util_threshold_pct": _num(1, 400),
+    "eaco.mem_threshold_pct": _num(1, 100),
+    "eaco.max_jobs_per_gpu": _int(1, 8),
+    "eaco.max_slowdown": _num(1, 10),
+    "eaco.observe_epochs": _int(1, 100),
+    "eaco.deadline_factor": _num(1, 100),
+}
+
+
+def env_name(key: str) -> str:
+    return "WATTBATCH_" + key.replace(".", "_").upper()
+
+
+def _coerce(source: str, key: str, raw: Any, spec: Key) -> Any:
+    value = raw
+    if isinstance(raw, str) and spec.type is not str:
+        text = raw.strip().lower()
+        try:
+            if spec.type is bool:
+                if text not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(text)
+                value = text in ("1", "true", "yes", "on")
+            else:
+                value = spec.type(text)
+        except ValueError:
+            raise ConfigError(source, key, raw, f"expected {spec.type.__name__}") from None
+    if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, spec.type) or (spec.type is not bool and isinstance(value, bool)):
+        raise ConfigError(source, key, raw, f"expected {spec.type.__name__}")
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(source, key, raw, f"choose one of: {', '.join(map(str, spec.choices))}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise ConfigError(source, key, raw, f"must be at least {spec.minimum:g}")
+    if spec.maximum is not None and value > spec.maximum:
+        raise ConfigError(source, key, raw, f"must be at most {spec.maximum:g}")
+    return value
+
+
+def _flatten(source: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for section, body in table.items():
+        if not isinstance(body, Mapping):
+            raise ConfigError(source, section, body,
+                              "top-level entries must be [sections]; see site/defaults.toml")
+        for name, raw in body.items():
+            key = f"{section}.{name}"
+            if key not in SCHEMA:
+                raise ConfigError(source, key, raw,
+                                  "unknown key; valid keys are listed in site/defaults.toml")
+            flat[key] = _coerce(source, key, raw, SCHEMA[key])
+    return flat
+
+
+def _parse_toml(source: str, text: str) -> dict[str, Any]:
+    try:
+        return _flatten(source, tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "(file)", str(exc), "fix the TOML syntax") from None
+
+
+class SiteConfig:
+    """Resolved configuration: ``cfg["influx.url"]`` or ``cfg.section("eaco")``."""
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+        self._values = dict(values)
+        self._sources = dict(sources)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def source(self, key: str) -> str:
+        return self._sources.get(key, "?")
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        prefix = name + "."
+        return MappingProxyType({k[len(prefix):]: v for k, v in self._values.items()
+                                 if k.startswith(prefix)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def with_overrides(self, overrides: Mapping[str, Any], source: str = "flag") -> "SiteConfig":
+        values, sources = dict(self._values), dict(self._sources)
+        for key, raw in overrides.items():
+            if key not in SCHEMA:
+                raise ConfigError(source, key, raw, "unknown key")
+            values[key] = _coerce(source, key, raw, SCHEMA[key])
+            sources[key] = source
+        return SiteConfig(values, sources)
+
+
+def load(site_file: str | os.PathLike | None = None,
+         environ: Mapping[str, str] | None = None) -> SiteConfig:
+    """Resolve the layers. ``site_file=None`` uses $WATTBATCH_SITE_CONFIG or /etc/wattbatch."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    def merge(source: str, flat: Mapping[str, Any]) -> None:
+        for k, v in flat.items():
+            values[k] = v
+            sources[k] = source
+
+    source, text = _packaged_defaults()
+    merge(source, _parse_toml(source, text))
+    path = site_file or environ.get("WATTBATCH_SITE_CONFIG") or None
+    if path is None and DEFAULT_SITE_FILE.exists():
+        path = DEFAULT_SITE_FILE
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise ConfigError(str(p), "(file)", str(p),
+                              f"cannot read site config ({exc.strerror}); "
+                              "fix the path in WATTBATCH_SITE_CONFIG") from None
+        merge(str(p), _parse_toml(str(p), text))
+    for key, spec in SCHEMA.items():
+        name = env_name(key)
+        if name in environ:
+            merge(f"${name}", {key: _coerce(f"${name}", key, environ[name], spec)})
+    missing = [k for k in SCHEMA if k not in values]
+    if missing:
+        raise ConfigError("site/defaults.toml", missing[0], None, "packaged default missing")
+    return SiteConfig(values, sources)

@@ -1,0 +1,33 @@
+"""Exceptions shared by every component. Messages name component, key, value and a fix."""
+
+from __future__ import annotations
+
+
+class WattError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(WattError):
+    """A site configuration value is missing or invalid."""
+
+    def __init__(self, source: str, key: str, value: object, fix: str) -> None:
+        self.source, self.key, self.value, self.fix = source, key, value, fix
+        super().__init__(f"config: {source}: {key} = {value!r}: {fix}")
+
+
+class CommandError(WattError):
+    """An external command failed: shows the command, its exit code and stderr."""
+
+    def __init__(self, argv: list[str], returncode: int, stderr: str, stdout: str = "") -> None:
+        self.argv, self.returncode, self.stderr, self.stdout = argv, returncode, stderr, stdout
+        shown = " ".join(argv)
+        detail = stderr.strip() or stdout.strip() or "(no output)"
+        super().__init__(f"command failed (exit {returncode}): {shown}\n{detail}")
+
+
+class TelemetryError(WattError):
+    """The telemetry store (InfluxDB) is unreachable or answered an error."""
+
+
+class InputError(WattError):
+    """Bad user input (a file, line or field); the message says where."""

@@ -1,0 +1,241 @@
+"""Frozen value objects: the only things a policy sees and returns.
+
+Both bodies build these: the Slurm adapter from ``squeue``/``scontrol`` output, the simulator
+from its event loop. Policies never learn which body produced them.
+
+Units are in the names: ``_s`` seconds (epoch seconds for instants), ``_w`` watts,
+``_j`` joules, ``_mib`` mebibytes, ``_pct`` percent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Mapping
+
+ShareMode = Literal["exclusive", "shard", "mps"]
+JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
+                   "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "REQUEUED"]
+
+EMPTY_MAP: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One physical GPU and who uses it right now."""
+
+    node: str
+    index: int
+    model: str = "V100"          # hardware model, e.g. V100, A100
+    gres_type: str = ""          # Slurm GRES type used to pin this GPU (e.g. "g0"), "" if untyped
+    memory_mib: int = 32768
+    shards_total: int = 0        # shards configured on this GPU (0: sharing not offered)
+    shards_used: int = 0
+    exclusive_job: str | None = None   # job holding the whole GPU, if any
+    shard_jobs: tuple[str, ...] = ()   # jobs holding shards on it
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.node, self.index)
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        return ((self.exclusive_job,) if self.exclusive_job else ()) + self.shard_jobs
+
+    @property
+    def is_free(self) -> bool:
+        return self.exclusive_job is None and not self.shard_jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    state: str = "idle"          # Slurm's base state, lower case: idle, mixed, allocated, down...
+    gpus: tuple[Gpu, ...] = ()
+    cpus: int = 0
+    memory_mib: int = 0
+    features: tuple[str, ...] = ()
+
+    @property
+    def available(self) -> bool:
+        s = self.state.lower()
+        return not any(w in s for w in ("down", "drain", "fail", "not_responding", "powered_down",
+                                        "unknown"))
+
+    def free_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(g for g in self.gpus if g.is_free)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUse:
+    """A job's hold on one GPU: ``shards == 0`` means the whole GPU."""
+
+    node: str
+    index: int
+    shards: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job the scheduler knows about (pending or running)."""
+
+    job_id: str
+    state: str
+    name: str = ""
+    user: str = ""
+    partition: str = ""
+    gpus: int = 0                 # whole GPUs requested per node (untyped count)
+    shards: int = 0               # shards requested per node
+    num_nodes: int = 1
+    nodes: tuple[str, ...] = ()
+    uses: tuple[GpuUse, ...] = ()
+    submit_s: float = 0.0
+    start_s: float | None = None
+    end_s: float | None = None
+    time_limit_s: float | None = None
+    restart_count: int = 0
+    comment: str = ""
+    app: str = ""                 # workload class (from the job comment or the simulator)
+    reason: str = ""
+    exit_code: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """A snapshot of nodes and jobs at ``taken_s``.
+
+    ``jobs`` is a read-only mapping by job id. The simulator may hand in a live read-only view
+    for speed: a policy must not keep a Cluster beyond the call it was given in.
+    """
+
+    nodes: tuple[Node, ...]
+    jobs: Mapping[str, Job] = EMPTY_MAP
+    taken_s: float = 0.0
+    name: str = "cluster"
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """What a user asks for, parsed from sbatch options (live) or a trace row (simulator)."""
+
+    name: str = ""
+    user: str = ""
+    gpus: int = 0                  # GPUs per node; 0 for a CPU-only job
+    num_nodes: int = 1
+    gpu_model: str = ""            # e.g. "v100" from --gres=gpu:v100:2 ("" = any)
+    time_limit_s: float | None = None
+    deadline_s: float | None = None
+    app: str = ""                  # workload class, when known
+    memory_per_gpu_mib: int | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    allow_share: bool | None = None   # None: the site default decides
+    opt_out: frozenset[str] = frozenset()  # policy actions the user refused: "share", "defer", ...
+    submit_s: float = 0.0
+    job_id: str = ""               # known in the simulator and in reconcile; "" at submit time
+    repeat_key: str = ""           # identifies a repeated job (same user+name+app) for history
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.num_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    node: str
+    index: int
+    power_w: float
+    energy_j: float
+    util_pct: float
+    mem_used_mib: float
+    power_limit_w: float
+    taken_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Latest ``job_progress`` of a job: steps done, throughput, epoch."""
+
+    job_id: str
+    step: int
+    samples_per_s: float
+    epoch: int = 0
+    steps_per_epoch: int = 0
+    total_steps: int = 0
+    taken_s: float = 0.0
+    started_s: float = 0.0        # time of the first progress point of this run
+
+
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """Telemetry at one moment. Every field may be empty: policies must cope."""
+
+    gpus: Mapping[tuple[str, int], GpuReading] = EMPTY_MAP
+    progress: Mapping[str, Progress] = EMPTY_MAP
+    carbon_g_per_kwh: float | None = None
+    carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
+    taken_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A policy's answer for one job. Empty ``nodes`` lets Slurm choose."""
+
+    policy: str
+    gpus: int
+    nodes: tuple[str, ...] = ()
+    gpu_indexes: tuple[int, ...] = ()     # on a single node; pinned by typed GRES when set
+    share_mode: ShareMode = "exclusive"
+    shards: int = 0                       # shards per GPU when share_mode != "exclusive"
+    begin_s: float | None = None
+    power_cap_w: float | None = None
+    batch_size: int | None = None
+    gpu_memory_cap_mib: int | None = None
+    why: tuple[str, ...] = ()
+    predicted: Mapping[str, float] = EMPTY_MAP   # numbers the decision relied on (for the log)
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.nodes or self.gpu_indexes or self.share_mode != "exclusive"
+                    or self.begin_s is not None or self.power_cap_w is not None
+                    or self.batch_size is not None)
+
+
+ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A change the reconciler applies to a job that already exists."""
+
+    kind: ActionKind
+    job_id: str
+    policy: str
+    gpus: int | None = None           # resize / move_exclusive: new GPU count
+    begin_s: float | None = None      # defer
+    nodes: tuple[str, ...] = ()
+    why: str = ""
+    predicted: Mapping[str, float] = field(default=EMPTY_MAP)
+
+    @property
+    def key(self) -> str:
+        """Identity for idempotence: the same action twice is one action."""
+        return f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}"

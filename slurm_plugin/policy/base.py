@@ -1,0 +1,36 @@
+"""The policy interface both bodies (live Slurm and the simulator) call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from ..model import EMPTY_MAP, Action, Cluster, JobRequest, Placement, Readings
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Everything a policy may look at, at one instant."""
+
+    cluster: Cluster
+    readings: Readings = field(default_factory=Readings)
+    now_s: float = 0.0
+    settings: Mapping[str, Any] = EMPTY_MAP      # the policy's own section of the site config
+    history: Mapping[str, float] = EMPTY_MAP     # observed figures keyed by policy (e.g. pair slowdown)
+
+
+class Policy(Protocol):
+    name: str
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        """Where, how and when a new job should run."""
+        ...
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        """Changes to jobs already submitted. ``observe`` actions feed the history."""
+        ...
+
+
+def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:
+    """The placement that changes nothing: Slurm decides as if wattbatch were not there."""
+    return Placement(policy=policy, gpus=request.gpus, why=(why,))

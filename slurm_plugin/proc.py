@@ -1,0 +1,58 @@
+"""The one place where this project starts a subprocess.
+
+Every command is an argv list (never a shell string); a failure raises ``CommandError`` with
+the command, its exit code and its stderr, so a caller never has to rebuild that message.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+from .errors import CommandError
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(
+    argv: list[str] | tuple[str, ...],
+    *,
+    timeout_s: float = 30.0,
+    check: bool = True,
+    input_text: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> Completed:
+    """Run ``argv`` and return its output; raise ``CommandError`` on failure when ``check``."""
+    argv = [str(a) for a in argv]
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    try:
+        proc = subprocess.run(
+            argv,
+            input=input_text,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=full_env,
+            cwd=cwd,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise CommandError(argv, 124, f"timed out after {timeout_s:g} s\n{err}") from exc
+    done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    if check and proc.returncode != 0:
+        raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+    return done
