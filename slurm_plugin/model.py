@@ -17,7 +17,7 @@ ShareMode = Literal["exclusive", "shard", "mps"]
 JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
                    "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "REQUEUED"]
 
-EMPTY_MAP: Mapping = MappingProxyType({})
+EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,7 @@ class Cluster:
     """
 
     nodes: tuple[Node, ...]
-    jobs: Mapping[str, Job] = EMPTY_MAP
+    jobs: Mapping[str, Job] = field(default_factory=lambda: EMPTY_MAP)
     taken_s: float = 0.0
     name: str = "cluster"
 
@@ -188,8 +188,8 @@ class Progress:
 class Readings:
     """Telemetry at one moment. Every field may be empty: policies must cope."""
 
-    gpus: Mapping[tuple[str, int], GpuReading] = EMPTY_MAP
-    progress: Mapping[str, Progress] = EMPTY_MAP
+    gpus: Mapping[tuple[str, int], GpuReading] = field(default_factory=lambda: EMPTY_MAP)
+    progress: Mapping[str, Progress] = field(default_factory=lambda: EMPTY_MAP)
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
     taken_s: float = 0.0
@@ -210,7 +210,7 @@ class Placement:
     batch_size: int | None = None
     gpu_memory_cap_mib: int | None = None
     why: tuple[str, ...] = ()
-    predicted: Mapping[str, float] = EMPTY_MAP   # numbers the decision relied on (for the log)
+    predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)   # numbers the decision relied on (for the log)
 
     @property
     def changes_anything(self) -> bool:
@@ -233,7 +233,7 @@ class Action:
     begin_s: float | None = None      # defer
     nodes: tuple[str, ...] = ()
     why: str = ""
-    predicted: Mapping[str, float] = field(default=EMPTY_MAP)
+    predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
 
     @property
     def key(self) -> str:

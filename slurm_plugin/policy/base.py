@@ -15,8 +15,8 @@ class Context:
     cluster: Cluster
     readings: Readings = field(default_factory=Readings)
     now_s: float = 0.0
-    settings: Mapping[str, Any] = EMPTY_MAP      # the policy's own section of the site config
-    history: Mapping[str, float] = EMPTY_MAP     # observed figures keyed by policy (e.g. pair slowdown)
+    settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)      # the policy's own section of the site config
+    history: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)     # observed figures keyed by policy (e.g. pair slowdown)
 
 
 class Policy(Protocol):
