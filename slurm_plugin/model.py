@@ -219,7 +219,7 @@ class Placement:
                     or self.batch_size is not None)
 
 
-ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "note"]
+ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "observe", "note"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,152 @@
+"""Reconcile pass: lock, journal, crash recovery, idempotence, dry-run (pure: fake actuator)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from slurm_plugin.errors import CommandError
+from slurm_plugin.journal import Journal, PassLock
+from slurm_plugin.model import Action, Cluster, Job, Node, Readings
+from slurm_plugin.policy.baseline import SlurmDefault
+from slurm_plugin.reconcile import reconcile_pass
+
+
+class Recorder:
+    """Records the Slurm steps; ``crash_on`` raises a non-Watt error to simulate a crash."""
+
+    def __init__(self, crash_on: str = "", fail_on: str = "") -> None:
+        self.calls: list[tuple] = []
+        self.crash_on, self.fail_on = crash_on, fail_on
+
+    def _do(self, name: str, *args: object) -> None:
+        if name == self.crash_on:
+            raise KeyboardInterrupt(name)
+        if name == self.fail_on:
+            raise CommandError(["scontrol", name], 1, "Invalid job id specified")
+        self.calls.append((name, *args))
+
+    def requeue_hold(self, job_id): self._do("requeue_hold", job_id)
+    def set_gpus(self, job_id, gpus): self._do("set_gpus", job_id, gpus)
+    def release(self, job_id): self._do("release", job_id)
+    def start_now(self, job_id): self._do("start_now", job_id)
+    def defer(self, job_id, begin_s): self._do("defer", job_id, begin_s)
+    def cancel(self, job_id): self._do("cancel", job_id)
+
+
+class Fixed:
+    """A policy returning fixed actions."""
+
+    name = "fixed"
+
+    def __init__(self, *actions: Action) -> None:
+        self.actions = actions
+
+    def advise(self, request, ctx):  # pragma: no cover - not used here
+        raise AssertionError
+
+    def reconcile(self, ctx):
+        return self.actions
+
+
+CLUSTER = Cluster(nodes=(Node("gpu1"),), jobs={"7": Job("7", "RUNNING")})
+RESIZE = Action("resize", "7", "fixed", gpus=2, why="test")
+
+
+def run(tmp_path: Path, policy, actuator, **kw):
+    return reconcile_pass(policy=policy, snapshot=lambda: CLUSTER, readings=Readings,
+                          actuator=actuator, state_dir=tmp_path, **kw)
+
+
+def test_baseline_changes_nothing(tmp_path):
+    act = Recorder()
+    res = run(tmp_path, SlurmDefault(), act)
+    assert res.ran and res.outcomes == [] and act.calls == []
+
+
+def test_resize_runs_steps_in_order_and_journals(tmp_path):
+    act = Recorder()
+    res = run(tmp_path, Fixed(RESIZE), act)
+    assert [c[0] for c in act.calls] == ["requeue_hold", "set_gpus", "release", "start_now"]
+    assert act.calls[1] == ("set_gpus", "7", 2)
+    assert [o.status for o in res.outcomes] == ["done"]
+    events = [e.event for e in Journal(tmp_path / "journal.jsonl").entries()]
+    assert events == ["begin", "step:requeue_hold", "step:set_gpus", "step:release",
+                      "step:start_now", "done"]
+
+
+def test_crash_mid_resize_is_finished_by_next_pass(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, Fixed(RESIZE), Recorder(crash_on="release"))
+    assert len(Journal(tmp_path / "journal.jsonl").unfinished()) == 1
+    act = Recorder()
+    res = run(tmp_path, SlurmDefault(), act)
+    # only the missing steps run: the job is released and started, never held forever
+    assert [c[0] for c in act.calls] == ["release", "start_now"]
+    assert res.outcomes[0].recovered and res.outcomes[0].status == "done"
+    assert Journal(tmp_path / "journal.jsonl").unfinished() == []
+
+
+def test_second_pass_is_idempotent(tmp_path):
+    run(tmp_path, Fixed(RESIZE), Recorder())
+    act = Recorder()
+    res = run(tmp_path, Fixed(RESIZE), act)
+    assert act.calls == [] and [o.status for o in res.outcomes] == ["skipped"]
+
+
+def test_dry_run_records_and_runs_nothing(tmp_path):
+    act = Recorder()
+    res = run(tmp_path, Fixed(RESIZE), act, dry_run=True)
+    assert act.calls == [] and [o.status for o in res.outcomes] == ["dry-run"]
+    assert [e.event for e in Journal(tmp_path / "journal.jsonl").entries()] == ["dry-run"]
+
+
+def test_failed_step_is_reported_with_command(tmp_path):
+    res = run(tmp_path, Fixed(RESIZE), Recorder(fail_on="set_gpus"))
+    assert res.outcomes[0].status == "failed"
+    assert "Invalid job id" in res.outcomes[0].detail
+    assert Journal(tmp_path / "journal.jsonl").unfinished() == []
+
+
+def test_observe_feeds_history_average(tmp_path):
+    obs = Action("observe", "7", "fixed", predicted={"pair:a+b": 1.2})
+    run(tmp_path, Fixed(obs), Recorder())
+    seen = {}
+
+    class Peek(Fixed):
+        def reconcile(self, ctx):
+            seen.update(ctx.history)
+            return (Action("observe", "8", "fixed", predicted={"pair:a+b": 1.4}),)
+
+    run(tmp_path, Peek(), Recorder())
+    assert seen == {"pair:a+b": 1.2}
+    run(tmp_path, Peek(), Recorder())
+    assert seen["pair:a+b"] == pytest.approx(1.3)
+
+
+def test_concurrent_pass_exits_saying_who_holds_the_lock(tmp_path):
+    entered, leave = threading.Event(), threading.Event()
+
+    class Slow(Fixed):
+        def reconcile(self, ctx):
+            entered.set()
+            leave.wait(5)
+            return ()
+
+    t = threading.Thread(target=run, args=(tmp_path, Slow(), Recorder()))
+    t.start()
+    assert entered.wait(5)
+    try:
+        res = run(tmp_path, SlurmDefault(), Recorder())
+    finally:
+        leave.set()
+        t.join()
+    assert res.ran is False and res.holder.startswith("pid ")
+
+
+def test_lock_released_after_pass(tmp_path):
+    run(tmp_path, SlurmDefault(), Recorder())
+    with PassLock(tmp_path / "reconcile.lock") as lock:
+        assert lock.acquired
