@@ -60,6 +60,9 @@ SCHEMA: dict[str, Key] = {
     "influx.token": Key(str),
     "influx.timeout_s": _num(0.05, 60),
     "carbon.zone": Key(str),
+    "carbon.file": Key(str),
+    "node.state_dir": Key(str),
+    "node.gpu_source": Key(str),
     "reconcile.state_dir": Key(str),
     "reconcile.max_actions": _int(0, 10000),
     "template.name": Key(str),
@@ -193,3 +196,8 @@ def load(site_file: str | os.PathLike | None = None,
     if missing:
         raise ConfigError("site/defaults.toml", missing[0], None, "packaged default missing")
     return SiteConfig(values, sources)
+
+
+def policy_settings(cfg: SiteConfig, policy_name: str) -> Mapping[str, Any]:
+    """What a policy sees as ``Context.settings``: ``[policy]`` keys, then its own section."""
+    return MappingProxyType({**cfg.section("policy"), **cfg.section(policy_name)})

@@ -1,0 +1,65 @@
+"""``wattctl reconcile``: one periodic pass for cron (locked, journaled, idempotent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .. import config as site_config
+from ..policy import get_policy
+from ..reconcile import reconcile_pass
+
+
+@click.command("reconcile")
+@click.option("--dry-run", is_flag=True, help="Decide and journal, but change nothing in Slurm.")
+@click.option("--json", "as_json", is_flag=True, help="Print the pass as one JSON object.")
+@click.option("--policy", "policy_name", default=None, help="Override policy.name of the site.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Override reconcile.state_dir (journal, lock, history).")
+def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: str | None) -> None:
+    """Read Slurm and InfluxDB, let the site policy decide, and act.
+
+    A second pass started while one runs exits 0 at once, saying so. Every action is journaled
+    before and after each Slurm step; a pass finishes what a crashed pass left half done.
+    """
+    from .. import live
+
+    cfg = site_config.load()
+    name = policy_name or cfg["policy.name"]
+    policy = get_policy(name, source=cfg.source("policy.name") if not policy_name else "--policy")
+    state = Path(state_dir or cfg["reconcile.state_dir"])
+    holder: dict = {}
+
+    def snap():
+        holder["cluster"] = live.snapshot(cfg)
+        return holder["cluster"]
+
+    result = reconcile_pass(
+        policy=policy,
+        snapshot=snap,
+        readings=lambda: live.readings(cfg, holder.get("cluster")),
+        actuator=live.SlurmActuator(cfg),
+        state_dir=state,
+        settings=site_config.policy_settings(cfg, policy.name),
+        dry_run=dry_run,
+        max_actions=cfg["reconcile.max_actions"],
+    )
+    data = {"policy": policy.name, "state_dir": str(state), **result.as_dict()}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    if not result.ran:
+        click.echo(f"wattctl reconcile: another pass is running ({result.holder}); nothing done")
+        return
+    for w in result.warnings:
+        click.echo(f"wattctl reconcile: warning: {w}", err=True)
+    mode = " (dry run)" if dry_run else ""
+    click.echo(f"reconcile{mode}: policy {policy.name}, {result.nodes_seen} nodes, "
+               f"{result.jobs_seen} jobs, {len(result.outcomes)} actions, "
+               f"policy {result.policy_s * 1000:.1f} ms, pass {result.total_s * 1000:.0f} ms")
+    for o in result.outcomes:
+        a = o.action
+        extra = f" gpus={a.gpus}" if a.gpus else ""
+        click.echo(f"  {o.status:8s} {a.kind} job {a.job_id}{extra}: {a.why} {o.detail}".rstrip())

@@ -1,0 +1,52 @@
+"""The live body: Slurm snapshot, InfluxDB readings and Slurm actions, built from site config.
+
+Thin on purpose: each piece is an adapter call; decisions stay in ``policy/``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .config import SiteConfig
+from .model import Cluster, Readings
+from .slurm import actions
+from .slurm.snapshot import snapshot as slurm_snapshot
+from .telemetry.carbon import provider_from_config
+from .telemetry.influx import InfluxClient
+from .telemetry.readers import read_readings
+
+
+def snapshot(cfg: SiteConfig) -> Cluster:
+    return slurm_snapshot(cfg)
+
+
+def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
+    client = InfluxClient.from_config(cfg)
+    job_ids = tuple(cluster.jobs) if cluster is not None else ()
+    return read_readings(client, time.time(), carbon=provider_from_config(cfg, client),
+                         cluster=cfg["cluster.name"], job_ids=job_ids)
+
+
+class SlurmActuator:
+    """The reconciler's ``Actuator`` over ``scontrol``/``scancel``."""
+
+    def __init__(self, cfg: SiteConfig) -> None:
+        self.cfg = cfg
+
+    def requeue_hold(self, job_id: str) -> None:
+        actions.requeue_hold(job_id, self.cfg)
+
+    def set_gpus(self, job_id: str, gpus: int) -> None:
+        actions.set_gpu_count(job_id, gpus, self.cfg)
+
+    def release(self, job_id: str) -> None:
+        actions.release(job_id, self.cfg)
+
+    def start_now(self, job_id: str) -> None:
+        actions.start_now(job_id, self.cfg)
+
+    def defer(self, job_id: str, begin_s: float) -> None:
+        actions.defer(job_id, begin_s, self.cfg)
+
+    def cancel(self, job_id: str) -> None:
+        actions.cancel(job_id, self.cfg)
