@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""An emulated training job: sleeps per step instead of using a GPU, reports progress.
+
+    python3 examples/emulated_train.py --steps 200 --step-s 0.1 --steps-per-epoch 50 \\
+        --checkpoint ckpt.json [--samples-per-step 64] [--slowdown-file FILE]
+
+- Each step sleeps ``--step-s`` times the current slowdown factor, then reports progress
+  (``slurm_plugin.progress.report_progress``, job id from ``$SLURM_JOB_ID``). A failure to
+  report never stops training: it is warned about once on stderr.
+- At every epoch boundary the step is checkpointed (atomically) to ``--checkpoint``; a run
+  that finds the file resumes from it (after a requeue, say).
+- SIGTERM (``scancel``, ``scontrol requeue``) checkpoints the current step and exits 143.
+- Slowdown hook (for co-location interference): before each step the factor (>= 1.0) is read
+  from ``--slowdown-file`` if given and present, else from ``$WATTBATCH_SLOWDOWN``, else 1.0.
+  The file holds one number; whoever models the interference rewrites it while the job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+try:
+    from slurm_plugin.progress import report_progress
+except ImportError:                     # the package is not installed: train without reporting
+    report_progress = None
+
+
+def read_checkpoint(path: Path) -> int:
+    try:
+        return int(json.loads(path.read_text())["step"])
+    except FileNotFoundError:
+        return 0
+    except (ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"emulated_train: checkpoint {path}: unreadable ({exc}); delete it to restart")
+
+
+def write_checkpoint(path: Path, step: int) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"step": step, "time_s": time.time()}))
+    os.replace(tmp, path)
+
+
+def slowdown(path: Path | None) -> float:
+    """The interference slowdown factor in force now (>= 1.0)."""
+    text = None
+    if path is not None:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            text = None
+    text = text or os.environ.get("WATTBATCH_SLOWDOWN", "")
+    try:
+        return max(1.0, float(text)) if text else 1.0
+    except ValueError:
+        return 1.0
+
+
+class Reporter:
+    """Calls report_progress; warns once on the first failure and carries on. After a
+    failure it skips reports for ``RETRY_S`` so an unreachable store cannot slow training."""
+
+    RETRY_S = 30.0
+
+    def __init__(self) -> None:
+        self.retry_at = 0.0
+        self.warned = report_progress is None
+        if report_progress is None:
+            print("emulated_train: warning: slurm_plugin not importable; no progress reports",
+                  file=sys.stderr)
+
+    def __call__(self, **kw: object) -> None:
+        if report_progress is None or time.monotonic() < self.retry_at:
+            return
+        try:
+            report_progress(**kw)
+        except Exception as exc:  # noqa: BLE001 - reporting must never kill training
+            self.retry_at = time.monotonic() + self.RETRY_S
+            if not self.warned:
+                self.warned = True
+                print(f"emulated_train: warning: progress not reported ({exc}); training goes "
+                      "on, further failures are not shown", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, required=True, help="total steps")
+    ap.add_argument("--step-s", type=float, default=0.1, help="seconds per step alone")
+    ap.add_argument("--steps-per-epoch", type=int, default=10)
+    ap.add_argument("--checkpoint", type=Path, required=True, help="checkpoint file (JSON)")
+    ap.add_argument("--samples-per-step", type=int, default=32)
+    ap.add_argument("--slowdown-file", type=Path, default=None,
+                    help="file holding the current slowdown factor (>= 1.0)")
+    args = ap.parse_args(argv)
+    if args.steps < 1 or args.steps_per_epoch < 1 or args.step_s < 0:
+        ap.error("--steps and --steps-per-epoch must be >= 1 and --step-s >= 0")
+
+    step = read_checkpoint(args.checkpoint)
+    print(f"emulated_train: starting at step {step} of {args.steps}", flush=True)
+    state = {"step": step}
+
+    def on_term(signum: int, frame: object) -> None:
+        write_checkpoint(args.checkpoint, state["step"])
+        print(f"emulated_train: SIGTERM: checkpointed step {state['step']}, exiting", flush=True)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    report = Reporter()
+    while state["step"] < args.steps:
+        t0 = time.monotonic()
+        time.sleep(args.step_s * slowdown(args.slowdown_file))
+        state["step"] += 1
+        step = state["step"]
+        elapsed = max(time.monotonic() - t0, 1e-9)
+        report(step=step, samples_per_s=args.samples_per_step / elapsed,
+               epoch=step // args.steps_per_epoch, steps_per_epoch=args.steps_per_epoch,
+               total_steps=args.steps)
+        if step % args.steps_per_epoch == 0 or step == args.steps:
+            write_checkpoint(args.checkpoint, step)
+    print(f"emulated_train: done, {state['step']} steps", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""``wattctl carbon import|show``: grid carbon intensity in InfluxDB."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from datetime import datetime, timezone
+
+import click
+
+from .. import config
+from ..telemetry import carbon_csv
+from ..telemetry.carbon import import_series, summary
+from ..telemetry.influx import InfluxClient
+
+IMPORT_TIMEOUT_S = 10.0
+
+
+def _utc(t_s: float | None) -> str:
+    if t_s is None:
+        return "-"
+    return datetime.fromtimestamp(t_s, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@click.group("carbon")
+def carbon() -> None:
+    """Grid carbon intensity: load CSV files into InfluxDB, show what is stored."""
+
+
+@carbon.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--zone", required=True, help="Zone to store under, e.g. GB, DE-LU.")
+@click.option("--basis", type=click.Choice(["lca", "direct"]), default="lca", show_default=True,
+              help="Electricity Maps files: life-cycle or direct emissions as gco2_per_kwh.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
+    """Load FILE (Electricity Maps CSV or Time,Carbon Intensity CSV) into InfluxDB.
+
+    Idempotent: points already stored (same zone and time) are not written again. A bulk
+    load waits at least 10 s per request whatever influx.timeout_s says."""
+    t0 = time.perf_counter()
+    series = carbon_csv.load(file, basis)  # type: ignore[arg-type]
+    client = InfluxClient.from_config(config.load())
+    client.timeout_s = max(client.timeout_s, IMPORT_TIMEOUT_S)
+    result = import_series(client, series, zone)
+    elapsed = time.perf_counter() - t0
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(result) | {"elapsed_s": round(elapsed, 3)}))
+        return
+    click.echo(f"{result.path} ({result.format}) -> zone {zone}: {result.points} points "
+               f"{_utc(result.first_s)} .. {_utc(result.last_s)}: {result.new} new, "
+               f"{result.present} already present ({result.updated} updated); "
+               f"{result.written} written in {elapsed:.2f} s")
+
+
+@carbon.command("show")
+@click.option("--zone", default=None, help="Default: the site's carbon.zone.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def show(zone: str | None, as_json: bool) -> None:
+    """What is stored for a zone, and the intensity in force now."""
+    cfg = config.load()
+    s = summary(InfluxClient.from_config(cfg), zone or cfg["carbon.zone"], time.time())
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(s)))
+        return
+    if not s.points:
+        click.echo(f"zone {s.zone}: no carbon intensity stored; load some with "
+                   f"`wattctl carbon import FILE --zone {s.zone}`")
+        return
+    click.echo(f"zone {s.zone}: {s.points} points {_utc(s.first_s)} .. {_utc(s.last_s)}\n"
+               f"gCO2eq/kWh: min {s.min:.1f}, mean {s.mean:.1f}, max {s.max:.1f}\n"
+               f"now ({_utc(s.now_s)}): {s.now_gco2_per_kwh:.1f} gCO2eq/kWh (latest point at or "
+               "before now)")

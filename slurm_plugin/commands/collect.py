@@ -1,0 +1,45 @@
+"""``wattctl collect``: sample this node's GPUs into InfluxDB, once or every S seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from .. import config
+from ..node.collector import collect_once, run_loop
+from ..node.source import make_source, node_name
+from ..telemetry.influx import InfluxClient
+
+
+@click.command("collect")
+@click.option("--once", is_flag=True, help="Take one sample, print it and exit.")
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.1), default=None,
+              help="Sample every S seconds until stopped.")
+@click.option("--count", type=click.IntRange(min=1), default=None,
+              help="With --interval: stop after N samples.")
+@click.option("--source", default=None, help="GPU source (default: site node.gpu_source).")
+@click.option("--node", default=None, help="Node name (default: $SLURMD_NODENAME or host).")
+@click.option("--json", "as_json", is_flag=True, help="--once: print the readings as JSON.")
+def collect(once: bool, interval_s: float | None, count: int | None, source: str | None,
+            node: str | None, as_json: bool) -> None:
+    """Sample this node's GPUs into InfluxDB.
+
+    Writes gpu,cluster=..,node=..,gpu=.. points: power, energy, utilization, memory, cap."""
+    if once == (interval_s is not None):
+        raise click.UsageError("give exactly one of --once or --interval S")
+    cfg = config.load()
+    gpu_source = make_source(source or cfg["node.gpu_source"], node or node_name())
+    client = InfluxClient.from_config(cfg)
+    if once:
+        readings = collect_once(gpu_source, client, cfg["cluster.name"])
+        if as_json:
+            click.echo(json.dumps([dataclasses.asdict(r) for r in readings]))
+        for r in [] if as_json else readings:
+            click.echo(f"{r.node} gpu{r.index}: {r.power_w:.1f} W, {r.energy_j:.0f} J, "
+                       f"{r.util_pct:.0f}%, {r.mem_used_mib:.0f} MiB, cap {r.power_limit_w:.0f} W")
+        return
+    failures = run_loop(gpu_source, client, cfg["cluster.name"], interval_s, iterations=count)
+    if failures:
+        raise click.ClickException(f"{failures} of {count} samples failed (see warnings above)")

@@ -1,0 +1,54 @@
+"""The node collector: sample every GPU of a ``GpuSource`` and write ``gpu`` points.
+
+``gpu,cluster=..,node=..,gpu=.. power_w=..,energy_j=..,util_pct=..,mem_used_mib=..,
+power_limit_w=..`` (all fields floats, always, so InfluxDB never sees a type change).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+from ..errors import TelemetryError
+from ..model import GpuReading
+from ..telemetry.influx import InfluxClient
+from ..telemetry.lineproto import Point
+from .source import GpuSource
+
+MEASUREMENT = "gpu"
+
+
+def gpu_point(r: GpuReading, cluster: str) -> Point:
+    return Point(MEASUREMENT, {"cluster": cluster, "node": r.node, "gpu": str(r.index)},
+                 {"power_w": float(r.power_w), "energy_j": float(r.energy_j),
+                  "util_pct": float(r.util_pct), "mem_used_mib": float(r.mem_used_mib),
+                  "power_limit_w": float(r.power_limit_w)}, r.taken_s)
+
+
+def collect_once(source: GpuSource, client: InfluxClient, cluster: str) -> list[GpuReading]:
+    """Read every GPU once and write the points; returns the readings."""
+    readings = source.read()
+    client.write(gpu_point(r, cluster) for r in readings)
+    return readings
+
+
+def run_loop(source: GpuSource, client: InfluxClient, cluster: str, interval_s: float, *,
+             iterations: int | None = None, sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.monotonic) -> int:
+    """Collect every ``interval_s`` on a fixed grid (``iterations`` times, or forever).
+
+    A failed sample (InfluxDB down, an NVML error) is reported on stderr and the loop goes
+    on; returns the number of failed samples."""
+    failures, k, start = 0, 0, clock()
+    while iterations is None or k < iterations:
+        try:
+            collect_once(source, client, cluster)
+        except TelemetryError as exc:
+            failures += 1
+            print(f"wattbatch collector: warning: {exc}", file=sys.stderr, flush=True)
+        k += 1
+        if iterations is not None and k >= iterations:
+            break
+        sleep(max(0.0, start + k * interval_s - clock()))
+    return failures

@@ -1,0 +1,48 @@
+"""Slurm epilog (node side): write the job's GPU energy and CO2 to InfluxDB.
+
+``job_energy,job_id=..,user=..,cluster=..,node=.. energy_j=..,co2_g=..,duration_s=..,gpus=..``
+with CO2 from the mean grid carbon intensity over the job's run (``carbon.zone``; left out
+when no intensity is known). Never fails the job: problems are one line on stderr, exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Mapping
+
+from .. import config
+from ..telemetry.carbon import provider_from_config
+from ..telemetry.influx import InfluxClient
+from .jobenergy import JobEnergy, finish, forget, job_gpus
+from .source import make_source, node_name
+
+
+def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
+    """Finish the job named by ``SLURM_JOB_ID``; None for a job without GPUs."""
+    job_id = environ.get("SLURM_JOB_ID", "")
+    if not job_gpus(environ):
+        return None
+    cfg = config.load(environ=environ)
+    client = InfluxClient.from_config(cfg)
+    node = node_name()
+    source = make_source(cfg["node.gpu_source"], node)
+    result = finish(source, node, job_id, cfg["node.state_dir"], time.time(),
+                    provider_from_config(cfg, client))
+    user = environ.get("SLURM_JOB_USER", "") or environ.get("USER", "")
+    client.write([result.point(user, cfg["cluster.name"])])
+    forget(cfg["node.state_dir"], job_id)
+    return result
+
+
+def main() -> int:
+    try:
+        epilog(os.environ)
+    except Exception as exc:    # noqa: BLE001 - an epilog must never drain the node
+        print(f"wattbatch epilog: warning: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Slurm prolog (node side): record the job's GPU energy counters at its start.
+
+Run by ``contrib/slurm/prolog.sh`` as ``python3 -m slurm_plugin.node.prolog``. It never fails
+the job: a non-zero prolog exit would drain the node, so every problem is one line on stderr
+(slurmd's log) and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Mapping
+
+from .. import config
+from .jobenergy import job_gpus, record_start
+from .source import make_source, node_name
+
+
+def prolog(environ: Mapping[str, str]) -> str:
+    """Record the start energy of the job named by ``SLURM_JOB_ID``; returns what it did."""
+    job_id = environ.get("SLURM_JOB_ID", "")
+    gpus = job_gpus(environ)
+    if not gpus:
+        return f"job {job_id}: no GPUs, nothing to record"
+    cfg = config.load(environ=environ)
+    source = make_source(cfg["node.gpu_source"], node_name())
+    record_start(source, job_id, gpus, cfg["node.state_dir"], time.time())
+    return f"job {job_id}: recorded start energy of GPUs {list(gpus)}"
+
+
+def main() -> int:
+    try:
+        prolog(os.environ)
+    except Exception as exc:    # noqa: BLE001 - a prolog must never drain the node
+        print(f"wattbatch prolog: warning: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

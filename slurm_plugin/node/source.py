@@ -1,0 +1,72 @@
+"""Where GPU readings come from: the ``GpuSource`` interface and its NVML implementation.
+
+The collector, the prolog and the epilog only see ``GpuSource.read()``. Sources are named in
+``SOURCES`` (site key ``node.gpu_source``); an emulated source for the test cluster's fake GPUs
+registers itself there the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Callable, Protocol
+
+from ..errors import ConfigError, TelemetryError
+from ..model import GpuReading
+from ..telemetry.nvml import Nvml
+
+
+class GpuSource(Protocol):
+    """Reads every GPU of one node."""
+
+    def read(self) -> list[GpuReading]:
+        """One reading per GPU, ordered by index; ``energy_j`` is a monotone counter."""
+
+
+def node_name() -> str:
+    """Slurm's name for this node in a prolog/epilog, else the short host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".", 1)[0]
+
+
+class NvmlSource:
+    """GPUs read through NVML. Where the GPU has no energy counter (before Volta), energy is
+    integrated from power between reads of this source."""
+
+    def __init__(self, node: str, nvml: Nvml | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.node = node
+        self.nvml = nvml or Nvml()
+        self._clock = clock
+        self._integrated: dict[int, tuple[float, float, float]] = {}  # index -> (t, power, energy)
+
+    def _energy_j(self, index: int, power_w: float, now_s: float) -> float:
+        try:
+            return self.nvml.energy_j(index)
+        except TelemetryError:
+            t0, p0, e0 = self._integrated.get(index, (now_s, power_w, 0.0))
+            energy = e0 + (now_s - t0) * (p0 + power_w) / 2
+            self._integrated[index] = (now_s, power_w, energy)
+            return energy
+
+    def read(self) -> list[GpuReading]:
+        out = []
+        for i in range(self.nvml.count()):
+            now_s = self._clock()
+            power = self.nvml.power_w(i)
+            out.append(GpuReading(node=self.node, index=i, power_w=power,
+                                  energy_j=self._energy_j(i, power, now_s),
+                                  util_pct=self.nvml.util_pct(i),
+                                  mem_used_mib=self.nvml.mem_used_mib(i),
+                                  power_limit_w=self.nvml.power_limit_w(i), taken_s=now_s))
+        return out
+
+
+SOURCES: dict[str, Callable[[str], GpuSource]] = {"nvml": NvmlSource}
+
+
+def make_source(name: str, node: str) -> GpuSource:
+    if name not in SOURCES:
+        raise ConfigError("site config", "node.gpu_source", name,
+                          f"choose one of: {', '.join(sorted(SOURCES))}")
+    return SOURCES[name](node)

@@ -1,0 +1,166 @@
+"""Carbon intensity as one provider interface, so InfluxDB and a CSV file stand in for each other.
+
+Stored in InfluxDB as ``carbon_intensity,zone=Z gco2_per_kwh=..[,gco2_per_kwh_direct=..] <t>``.
+``import_series`` is idempotent by timestamp: it asks which timestamps are already stored and
+writes only new points and points whose value changed (a point with the same measurement, tags
+and time replaces the stored one, so even a repeated write stores nothing twice).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import InputError
+from .carbon_csv import CarbonPoint, CarbonSeries, load as load_csv
+from .influx import InfluxClient, quote_str
+from .lineproto import Point, time_ns
+
+MEASUREMENT = "carbon_intensity"
+
+
+class CarbonProvider(Protocol):
+    """Grid carbon intensity of one zone, in gCO2eq/kWh."""
+
+    zone: str
+
+    def intensity_at(self, t_s: float) -> float | None:
+        """The latest value at or before ``t_s`` (None when there is none)."""
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        """``(time_s, gco2_per_kwh)`` points with ``start_s < time_s <= end_s``, ascending."""
+
+
+class SeriesCarbon:
+    """A provider over points in memory (from a CSV file via ``carbon_csv.load``)."""
+
+    def __init__(self, zone: str, points: tuple[CarbonPoint, ...]) -> None:
+        self.zone = zone
+        self._times = [p.time_s for p in points]
+        self._values = [p.gco2_per_kwh for p in points]
+
+    @classmethod
+    def from_series(cls, series: CarbonSeries, zone: str = "") -> "SeriesCarbon":
+        return cls(zone or series.zone, series.points)
+
+    def intensity_at(self, t_s: float) -> float | None:
+        i = bisect.bisect_right(self._times, t_s)
+        return self._values[i - 1] if i else None
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        lo = bisect.bisect_right(self._times, start_s)
+        hi = bisect.bisect_right(self._times, end_s)
+        return tuple(zip(self._times[lo:hi], self._values[lo:hi], strict=True))
+
+
+class InfluxCarbon:
+    """A provider reading ``carbon_intensity`` from InfluxDB."""
+
+    def __init__(self, client: InfluxClient, zone: str) -> None:
+        self.client = client
+        self.zone = zone
+
+    def _where(self) -> str:
+        return f'"zone" = {quote_str(self.zone)}'
+
+    def intensity_at(self, t_s: float) -> float | None:
+        series = self.client.query(
+            f'SELECT last("gco2_per_kwh") FROM "{MEASUREMENT}" WHERE {self._where()} '
+            f"AND time <= {time_ns(t_s)}")
+        rows = series[0].values if series else ()
+        return float(rows[0][1]) if rows and rows[0][1] is not None else None
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        series = self.client.query(
+            f'SELECT "gco2_per_kwh" FROM "{MEASUREMENT}" WHERE {self._where()} '
+            f"AND time > {time_ns(start_s)} AND time <= {time_ns(end_s)}")
+        return tuple((float(t), float(v)) for s in series for t, v in s.values if v is not None)
+
+
+def carbon_point(zone: str, p: CarbonPoint) -> Point:
+    fields: dict[str, float] = {"gco2_per_kwh": float(p.gco2_per_kwh)}
+    if p.gco2_per_kwh_direct is not None:
+        fields["gco2_per_kwh_direct"] = float(p.gco2_per_kwh_direct)
+    return Point(MEASUREMENT, {"zone": zone}, fields, p.time_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    zone: str
+    path: str
+    format: str
+    points: int          # distinct timestamps in the file
+    new: int             # not stored before
+    present: int         # already stored (same timestamp)
+    updated: int         # of ``present``, stored with another value and rewritten
+    written: int         # points sent to InfluxDB by this import
+    first_s: float
+    last_s: float
+
+
+def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> ImportResult:
+    """Store a series under ``zone``; ask first what is there, write only what is missing."""
+    if not zone:
+        raise InputError(f"carbon import: {series.path}: zone is empty; give --zone, e.g. GB")
+    if series.zone and series.zone != zone:
+        raise InputError(f"carbon import: {series.path}: the file's Zone Id is {series.zone!r} "
+                         f"but --zone is {zone!r}; give --zone {series.zone}")
+    client.create_database()
+    first, last = series.points[0].time_s, series.points[-1].time_s
+    stored: dict[int, float] = {}
+    for s in client.query(f'SELECT "gco2_per_kwh" FROM "{MEASUREMENT}" WHERE "zone" = '
+                          f"{quote_str(zone)} AND time >= {time_ns(first)} "
+                          f"AND time <= {time_ns(last)}"):
+        for t, v in s.values:
+            stored[time_ns(t)] = v
+    todo, present, updated = [], 0, 0
+    for p in series.points:
+        old = stored.get(time_ns(p.time_s))
+        if old is None:
+            todo.append(p)
+        else:
+            present += 1
+            if abs(float(old) - p.gco2_per_kwh) > 1e-9 * max(1.0, abs(p.gco2_per_kwh)):
+                updated += 1
+                todo.append(p)
+    written = client.write(carbon_point(zone, p) for p in todo)
+    return ImportResult(zone, series.path, series.format, len(series.points),
+                        len(series.points) - present, present, updated, written, first, last)
+
+
+@dataclass(frozen=True, slots=True)
+class CarbonSummary:
+    zone: str
+    points: int
+    first_s: float | None
+    last_s: float | None
+    min: float | None
+    mean: float | None
+    max: float | None
+    now_s: float
+    now_gco2_per_kwh: float | None
+
+
+def summary(client: InfluxClient, zone: str, now_s: float) -> CarbonSummary:
+    """Count, span and range of a zone's stored series, and the value in force at ``now_s``."""
+    where = f'WHERE "zone" = {quote_str(zone)}'
+    f = '"gco2_per_kwh"'
+    agg = client.query(f'SELECT count({f}), min({f}), mean({f}), max({f}) FROM "{MEASUREMENT}" '
+                       f"{where}; SELECT first({f}) FROM \"{MEASUREMENT}\" {where}; "
+                       f'SELECT last({f}) FROM "{MEASUREMENT}" {where}')
+    if not agg:
+        return CarbonSummary(zone, 0, None, None, None, None, None, now_s, None)
+    row = agg[0].rows()[0]
+    first_s = agg[1].values[0][0] if len(agg) > 1 else None
+    last_s = agg[2].values[0][0] if len(agg) > 2 else None
+    now = InfluxCarbon(client, zone).intensity_at(now_s)
+    return CarbonSummary(zone, int(row["count"]), first_s, last_s, row["min"], row["mean"],
+                         row["max"], now_s, now)
+
+
+def provider_from_config(cfg: Any, client: InfluxClient) -> CarbonProvider:
+    """``carbon.file`` set: that CSV file (zone ``carbon.zone``); else InfluxDB."""
+    if cfg["carbon.file"]:
+        return SeriesCarbon.from_series(load_csv(cfg["carbon.file"]), cfg["carbon.zone"])
+    return InfluxCarbon(client, cfg["carbon.zone"])

@@ -1,0 +1,193 @@
+"""InfluxDB client over the v1 HTTP API, with the standard library only.
+
+``POST /write`` (line protocol, ``precision=ns``, batched), ``GET|POST /query`` (InfluxQL,
+JSON results, ``epoch=ns``, chunked responses merged). InfluxDB 1.x serves this API natively
+and 2.x/3.x for compatibility. Auth: user/password (HTTP basic auth) or a token
+(``Authorization: Token ...``; a token wins when both are set). Every failure raises
+``TelemetryError`` naming the method, the URL and the cause.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from ..errors import TelemetryError
+from .lineproto import Point
+
+_READ_VERBS = ("SELECT", "SHOW")
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One series of a query result; ``time`` values are epoch seconds (float)."""
+
+    name: str
+    tags: Mapping[str, str]
+    columns: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.values]
+
+
+def quote_ident(name: str) -> str:
+    """An InfluxQL identifier in double quotes."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def quote_str(value: str) -> str:
+    """An InfluxQL string literal in single quotes."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class InfluxClient:
+    """One database on one InfluxDB server."""
+
+    def __init__(self, url: str, database: str, *, username: str = "", password: str = "",
+                 token: str = "", timeout_s: float = 1.0, batch_size: int = 5000) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise TelemetryError(f"influx: influx.url = {url!r}: must start with http:// or "
+                                 "https://; fix influx.url in the site config")
+        self.url = url.rstrip("/")
+        self.database = database
+        self.timeout_s = timeout_s
+        self.batch_size = batch_size
+        self._headers: dict[str, str] = {}
+        if token:
+            self._headers["Authorization"] = f"Token {token}"
+        elif username:
+            raw = f"{username}:{password}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "InfluxClient":
+        """Build from a ``SiteConfig`` (keys ``influx.*``)."""
+        return cls(cfg["influx.url"], cfg["influx.database"], username=cfg["influx.username"],
+                   password=cfg["influx.password"], token=cfg["influx.token"],
+                   timeout_s=cfg["influx.timeout_s"])
+
+    # --- HTTP -----------------------------------------------------------------------------
+    def _request(self, method: str, path: str, params: Mapping[str, str],
+                 body: bytes | None = None) -> bytes:
+        where = f"{method} {self.url}{path}"
+        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        req = urllib.request.Request(full, data=body, method=method, headers=dict(self._headers))
+        if body is not None:
+            req.add_header("Content-Type", "text/plain; charset=utf-8")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace").strip()
+            try:
+                detail = json.loads(detail).get("error", detail)
+            except (ValueError, AttributeError):
+                pass
+            raise TelemetryError(f"influx: {where}: HTTP {exc.code}: {detail or exc.reason}"
+                                 f"{_hint(exc.code)}") from None
+        except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+            cause = getattr(exc, "reason", exc)
+            raise TelemetryError(f"influx: {where}: {cause or type(exc).__name__} (timeout "
+                                 f"{self.timeout_s:g} s); check that InfluxDB runs there "
+                                 "and influx.url / influx.timeout_s") from None
+
+    def ping(self) -> str:
+        """The server's version (``X-Influxdb-Version``); raises if it does not answer."""
+        req = urllib.request.Request(f"{self.url}/ping", headers=dict(self._headers))
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return resp.headers.get("X-Influxdb-Version", "")
+        except (urllib.error.URLError, OSError) as exc:
+            raise TelemetryError(f"influx: GET {self.url}/ping: {getattr(exc, 'reason', exc)}; "
+                                 "check that InfluxDB runs there and influx.url") from None
+
+    # --- write ----------------------------------------------------------------------------
+    def write(self, points: Iterable[Point]) -> int:
+        """Write points in batches of ``batch_size`` lines; returns how many were sent.
+
+        A point with the same measurement, tag set and time as a stored one replaces it, so
+        writing the same points twice stores them once."""
+        sent = 0
+        batch: list[str] = []
+        for point in points:
+            batch.append(point.to_line())
+            if len(batch) >= self.batch_size:
+                sent += self._write_lines(batch)
+                batch = []
+        if batch:
+            sent += self._write_lines(batch)
+        return sent
+
+    def _write_lines(self, lines: list[str]) -> int:
+        body = ("\n".join(lines) + "\n").encode()
+        self._request("POST", "/write", {"db": self.database, "precision": "ns"}, body)
+        return len(lines)
+
+    # --- query ----------------------------------------------------------------------------
+    def query(self, influxql: str) -> list[Series]:
+        """Run InfluxQL against the database; series of every statement, times in seconds."""
+        verb = influxql.lstrip().split(None, 1)[0].upper() if influxql.strip() else ""
+        method = "GET" if verb in _READ_VERBS else "POST"
+        params = {"db": self.database, "q": influxql, "epoch": "ns", "chunked": "true",
+                  "chunk_size": "10000"}
+        raw = self._request(method, "/query", params)
+        return parse_results(raw, f"{method} {self.url}/query", influxql)
+
+    def create_database(self, name: str | None = None) -> None:
+        """``CREATE DATABASE`` (a no-op when it exists)."""
+        self.query(f"CREATE DATABASE {quote_ident(name or self.database)}")
+
+    def drop_database(self, name: str | None = None) -> None:
+        self.query(f"DROP DATABASE {quote_ident(name or self.database)}")
+
+
+def _hint(code: int) -> str:
+    if code in (401, 403):
+        return "; check influx.username/influx.password or influx.token"
+    if code == 404:
+        return "; check influx.database (create it with `wattctl carbon import` or CREATE DATABASE)"
+    return ""
+
+
+def parse_results(raw: bytes, where: str, influxql: str = "") -> list[Series]:
+    """Parse one JSON document or the newline-separated chunks of a chunked answer.
+
+    Chunks of one series (same statement, name and tags) are merged in order."""
+    merged: dict[tuple, list] = {}
+    order: list[tuple] = []
+    for chunk in raw.decode("utf-8", "replace").splitlines():
+        if not chunk.strip():
+            continue
+        try:
+            doc = json.loads(chunk)
+        except ValueError:
+            raise TelemetryError(f"influx: {where}: answer is not JSON: {chunk[:200]!r}") from None
+        if "error" in doc:
+            raise TelemetryError(f"influx: {where}: {doc['error']} (query: {influxql[:200]})")
+        for result in doc.get("results", []):
+            if "error" in result:
+                raise TelemetryError(f"influx: {where}: {result['error']} "
+                                     f"(query: {influxql[:200]})")
+            for s in result.get("series", []):
+                tags = s.get("tags") or {}
+                key = (result.get("statement_id", 0), s.get("name", ""),
+                       tuple(sorted(tags.items())), tuple(s.get("columns", ())))
+                if key not in merged:
+                    merged[key] = []
+                    order.append(key)
+                merged[key].extend(s.get("values") or [])
+    out = []
+    for key in order:
+        columns = key[3]
+        ti = columns.index("time") if "time" in columns else -1
+        values = tuple(tuple(v / 1_000_000_000 if i == ti and isinstance(v, int) else v
+                             for i, v in enumerate(row)) for row in merged[key])
+        out.append(Series(key[1], dict(key[2]), columns, values))
+    return out

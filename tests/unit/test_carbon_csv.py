@@ -1,0 +1,94 @@
+"""Carbon-intensity CSV parsing (both formats) and the in-memory carbon provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_plugin.errors import InputError
+from slurm_plugin.telemetry.carbon import SeriesCarbon
+from slurm_plugin.telemetry.carbon_csv import load
+
+EM_HEADER = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
+             "Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,"
+             "Data Source,Data Estimated,Data Estimation Method\n")
+EM_ROWS = ("2023-01-01 00:00:00,Great Britain,Great Britain,GB,62.55,91.44,86.0,60.17,"
+           "elexon.co.uk;  nationalgrideso.com,false,\n"
+           "2023-01-01 01:00:00,Great Britain,Great Britain,GB,65.09,94.66,85.67,60.35,"
+           "elexon.co.uk,false,\n")
+T0 = 1672531200.0   # 2023-01-01 00:00:00 UTC
+
+
+def _file(tmp_path, text, name="c.csv"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_electricity_maps_lca_by_default(tmp_path):
+    s = load(_file(tmp_path, EM_HEADER + EM_ROWS))
+    assert (s.format, s.zone) == ("electricitymaps", "GB")
+    assert [(p.time_s, p.gco2_per_kwh, p.gco2_per_kwh_direct) for p in s.points] == [
+        (T0, 91.44, 62.55), (T0 + 3600, 94.66, 65.09)]
+
+
+def test_electricity_maps_direct_basis(tmp_path):
+    s = load(_file(tmp_path, EM_HEADER + EM_ROWS), basis="direct")
+    assert [p.gco2_per_kwh for p in s.points] == [62.55, 65.09]
+
+
+def test_lets_wait_awhile_format_sorted_and_deduplicated(tmp_path):
+    text = ("Time,Carbon Intensity\n2019-12-20 00:30:00,42.1\n2019-12-20 00:00:00,42.3\n"
+            "2019-12-20 00:30:00,43.0\n\n")
+    s = load(_file(tmp_path, text))
+    assert (s.format, s.zone) == ("lets-wait-awhile", "")
+    assert [(p.time_s, p.gco2_per_kwh) for p in s.points] == [(1576800000.0, 42.3),
+                                                               (1576801800.0, 43.0)]
+
+
+@pytest.mark.parametrize("rows, line, field", [
+    ("2023-01-01 00:00:00,GB,GB,GB,62.55,91.44,1,1,x,false,\n"
+     "2023-13-01 01:00:00,GB,GB,GB,62.55,91.44,1,1,x,false,\n", 3, "Datetime (UTC)"),
+    ("2023-01-01 00:00:00,GB,GB,GB,62.55,n/a,1,1,x,false,\n", 2,
+     "Carbon Intensity gCO₂eq/kWh (LCA)"),
+    ("2023-01-01 00:00:00,GB,GB,GB,-1,91.44,1,1,x,false,\n", 2,
+     "Carbon Intensity gCO₂eq/kWh (direct)"),
+    ("2023-01-01 00:00:00,GB,GB,GB\n", 2, "Carbon Intensity gCO₂eq/kWh (direct)"),
+])
+def test_bad_rows_name_file_line_and_field(tmp_path, rows, line, field):
+    path = _file(tmp_path, EM_HEADER + rows)
+    with pytest.raises(InputError) as info:
+        load(path)
+    assert f"{path}:{line}: field {field!r}" in str(info.value)
+
+
+def test_bad_lets_wait_awhile_value(tmp_path):
+    path = _file(tmp_path, "Time,Carbon Intensity\n2020-01-01 00:00:00,abc\n")
+    with pytest.raises(InputError, match=r"c\.csv:2: field 'Carbon Intensity' = 'abc'"):
+        load(path)
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("", ":1: empty file"),
+    ("a,b\n1,2\n", ":1: header"),
+    ("Datetime (UTC),Zone Id\n", "column 'Carbon Intensity gCO₂eq/kWh (direct)' missing"),
+    ("Time,Carbon Intensity\n", "no data rows"),
+])
+def test_bad_files(tmp_path, text, needle):
+    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        load(_file(tmp_path, text))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        load(tmp_path / "nope.csv")
+
+
+def test_series_provider_lookup_and_forecast(tmp_path):
+    provider = SeriesCarbon.from_series(load(_file(tmp_path, EM_HEADER + EM_ROWS)))
+    assert provider.zone == "GB"
+    assert provider.intensity_at(T0 - 1) is None
+    assert provider.intensity_at(T0) == 91.44
+    assert provider.intensity_at(T0 + 3599) == 91.44
+    assert provider.intensity_at(T0 + 7200) == 94.66
+    assert provider.forecast(T0, T0 + 3600) == ((T0 + 3600, 94.66),)
+    assert provider.forecast(T0 - 1, T0 + 10) == ((T0, 91.44),)
