@@ -228,7 +228,7 @@ def test_progress_api_and_cli_round_trip(client, env):
 
 def test_emulated_training_reports_and_resumes(client, env, tmp_path):
     ckpt = tmp_path / "ckpt.json"
-    argv = [sys.executable, str(REPO / "examples" / "emulated_train.py"), "--steps", "6",
+    argv = [sys.executable, "-m", "slurm_plugin.emulated_train", "--steps", "6",
             "--step-s", "0.01", "--steps-per-epoch", "4", "--checkpoint", str(ckpt)]
     job_env = env | {"SLURM_JOB_ID": "903", "PYTHONPATH": str(REPO)}
     proc.run(argv, env=job_env, timeout_s=60)

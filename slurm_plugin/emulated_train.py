@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An emulated training job: sleeps per step instead of using a GPU, reports progress.
 
-    python3 examples/emulated_train.py --steps 200 --step-s 0.1 --steps-per-epoch 50 \\
+    python3 -m slurm_plugin.emulated_train --steps 200 --step-s 0.1 --steps-per-epoch 50 \\
         --checkpoint ckpt.json [--samples-per-step 64] [--slowdown-file FILE]
 
 - Each step sleeps ``--step-s`` times the current slowdown factor, then reports progress
