@@ -1,0 +1,166 @@
+"""wattbatch on the real local cluster: sbatch options and #SBATCH scripts through wattbatch,
+checked with `scontrol show job`; sbatch's own output and exit codes; fail-open."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+# A policy that reads the snapshot and the telemetry, to exercise both providers for real.
+RUNNER = """
+import sys
+from slurm_plugin.model import Placement
+from slurm_plugin.policy import registry
+class Pin:
+    name = "test-pin"
+    def advise(self, request, ctx):
+        ctx.readings.gpus
+        node = sorted(n.name for n in ctx.cluster.nodes)[-1]
+        return Placement(self.name, request.gpus, nodes=(node,), gpu_indexes=(3,),
+                         share_mode="shard", shards=1, why=(f"pin {node} gpu 3",))
+    def reconcile(self, ctx):
+        return ()
+registry.register("test-pin", Pin)
+from wrapper.cli import main
+main(sys.argv[1:])
+"""
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=from-script
+#SBATCH --time=0-00:07:00 --comment="script comment"
+#SBATCH -o {out}/%x-%j.out
+
+# a comment does not stop the header
+#SBATCH --partition=gpu
+#WATTBATCH app=resnet50
+echo "args: $*"
+#SBATCH --job-name=ignored-after-command
+"""
+
+
+def wattbatch(args: list[str], *, stdin: str | None = None, env: dict | None = None,
+              cwd: Path | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", RUNNER, *args], input=stdin, text=True,
+                          capture_output=True, env=full_env, cwd=cwd, timeout=60)
+
+
+def sbatch(args: list[str], stdin: str | None = None, cwd: Path | None = None):
+    return subprocess.run(["sbatch", *args], input=stdin, text=True, capture_output=True,
+                          cwd=cwd, timeout=60)
+
+
+def show(job_id: str) -> dict[str, str]:
+    """``scontrol show job`` fields; Comment, Command and paths fill their own lines."""
+    text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
+                          check=True).stdout
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, rest = line.strip().partition("=")
+        if key in ("Comment", "Command", "StdOut", "StdErr", "StdIn", "WorkDir"):
+            fields[key] = rest.strip()
+            continue
+        for m in re.finditer(r"([\w:/]+)=(.*?)(?=\s+[\w:/]+=|$)", line.strip()):
+            fields.setdefault(m.group(1), m.group(2).strip())
+    return fields
+
+
+def job_id(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stderr
+    m = re.fullmatch(r"Submitted batch job (\d+)\n", done.stdout)
+    assert m, done.stdout
+    return m.group(1)
+
+
+@pytest.fixture()
+def script(tmp_path) -> Path:
+    path = tmp_path / "train.sh"
+    path.write_text(SCRIPT.format(out=tmp_path))
+    return path
+
+
+def test_script_directives_and_command_line(localcluster, script, tmp_path):
+    done = wattbatch(["--hold", "-t", "3", "--gres=gpu:2", str(script), "a", "b"], cwd=tmp_path)
+    job = show(job_id(done))
+    assert done.stderr == ""
+    assert job["JobName"] == "from-script" and job["TimeLimit"] == "00:03:00"
+    assert job["Partition"] == "gpu" and job["TresPerNode"] == "gres:gpu:2"
+    assert job["Comment"] == "script comment wb:policy=slurm-default;app=resnet50"
+    assert job["StdOut"] == f"{tmp_path}/from-script-{job['JobId']}.out"
+    assert job["Command"] == f"{script} a b"
+
+
+def test_spread_of_sbatch_options(localcluster, tmp_path):
+    done = wattbatch(["-J", "opts", "--array=1-3%2", "-N1", "--ntasks=2", "-c", "1", "--mem=100",
+                      "--nodelist=gpu2", "-o", "/dev/null", "--exclusive", "--nice=5", "-H",
+                      "--requeue", "--gres", "gpu:1", "--wrap", "hostname"], cwd=tmp_path)
+    job = show(job_id(done))
+    assert job["JobName"] == "opts" and job["ArrayTaskId"] == "1-3%2"
+    assert job["ReqNodeList"] == "gpu2" and job["NumTasks"] == "2" and job["Nice"] == "5"
+    assert job["OverSubscribe"] == "NO" and job["Requeue"] == "1"
+    assert job["TresPerNode"] == "gres:gpu:1" and job["Comment"] == "wb:policy=slurm-default"
+
+
+def test_parsable_stdin_and_pinned_shards(localcluster, script, tmp_path):
+    plain = sbatch(["--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"])
+    ours = wattbatch(["--parsable", "--hold", "-o", "/dev/null", "--wrap", "true"])
+    assert re.fullmatch(r"\d+\n", plain.stdout) and re.fullmatch(r"\d+\n", ours.stdout)
+    assert ours.stderr == "" and show(ours.stdout.strip())["JobName"] == "wrap"
+    piped = wattbatch(["--hold", "--parsable", "--wb-policy", "test-pin", "--wb-explain"],
+                      stdin=script.read_text(), cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    job = show(piped.stdout.strip())
+    assert job["TresPerNode"] == "gres:shard:g3:1" and job["ReqNodeList"] == "gpu4"
+    assert job["JobName"] == "from-script" and "share=shard:1" in job["Comment"]
+    assert "wattbatch: explain: pin gpu4 gpu 3" in piped.stderr
+
+
+def test_bad_sbatch_option_exit_code_is_sbatchs(localcluster, script):
+    ours, plain = wattbatch(["--bogus", str(script)]), sbatch(["--bogus", str(script)])
+    assert (ours.returncode, ours.stdout, ours.stderr) == (
+        plain.returncode, plain.stdout, plain.stderr)
+    assert ours.returncode == 255
+    missing = wattbatch(["/nonexistent/job.sh"])
+    assert (missing.returncode, missing.stderr) == (1, sbatch(["/nonexistent/job.sh"]).stderr)
+
+
+def test_wattbatch_input_errors_submit_nothing(localcluster, tmp_path):
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/bin/bash\n#SBATCH -J bad\n#WATTBATCH opt-out=everything\ntrue\n")
+    done = wattbatch([str(bad)])
+    assert done.returncode == 2 and done.stdout == ""
+    assert "script line 3: --wb-opt-out='everything'" in done.stderr
+    unknown = wattbatch(["--wb-shar", str(bad)])
+    assert unknown.returncode == 2 and "valid options:" in unknown.stderr
+    queue = subprocess.run(["squeue", "-h", "-n", "bad"], capture_output=True, text=True)
+    assert queue.stdout == ""
+
+
+def test_fail_open_when_influxdb_is_unreachable(localcluster, script):
+    done = wattbatch(["--hold", "--wb-policy", "test-pin", str(script)],
+                     env={"WATTBATCH_INFLUX_URL": "http://127.0.0.1:9", "WATTBATCH_INFLUX_TIMEOUT_S": "0.5"})
+    job = show(job_id(done))
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("wattbatch: warning:")
+    assert job["Comment"] == "script comment" and "TresPerNode" not in job   # unchanged
+
+
+def test_controller_down_is_reported_as_sbatch_reports_it(localcluster, script, tmp_path):
+    etc = tmp_path / "etc"
+    shutil.copytree(Path(localcluster.slurm_conf).parent, etc)
+    conf = etc / "slurm.conf"
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", "SlurmctldPort=9", conf.read_text()))
+    env = {"SLURM_CONF": str(conf), "WATTBATCH_SLURM_CONF": str(conf)}
+    ours = wattbatch([str(script)], env=env)
+    plain = subprocess.run(["sbatch", str(script)], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=120)
+    assert ours.returncode == plain.returncode == 1
+    assert "Unable to contact slurm controller" in ours.stderr
+    assert ours.stderr == plain.stderr and ours.stdout == ""

@@ -1,0 +1,161 @@
+"""wattbatch end to end against a fake sbatch that records what it was given."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from slurm_plugin.model import Cluster, Gpu, Node, Placement, Readings
+from slurm_plugin.policy import registry
+from wrapper.cli import Io, Providers, run
+
+FAKE_SBATCH = """#!/bin/sh
+printf '%s\\n' "$@" > "$FAKE_DIR/argv"
+cat > "$FAKE_DIR/stdin"
+echo "SLURM_CONF=${SLURM_CONF:-}" > "$FAKE_DIR/env"
+case " $* " in *" --bogus "*) echo "sbatch: unrecognized option '--bogus'" >&2; exit 255;; esac
+case " $* " in *" --parsable "*) echo 77;; *) echo "Submitted batch job 77";; esac
+"""
+SCRIPT = "#!/bin/bash\n#SBATCH -J train --gres=gpu:1\n#WATTBATCH app=bert\necho hi\n"
+CLUSTER = Cluster(nodes=(Node("gpu1", gpus=tuple(
+    Gpu("gpu1", i, gres_type=f"g{i}", shards_total=4) for i in range(4))),))
+
+
+class Share:
+    name = "test-share"
+
+    def advise(self, request, ctx):
+        node = ctx.cluster.nodes[0].name
+        return Placement(self.name, request.gpus, nodes=(node,), gpu_indexes=(1,),
+                         share_mode="shard", shards=2, why=(f"share gpu 1 of {node}",))
+
+    def reconcile(self, ctx):
+        return ()
+
+
+class Broken(Share):
+    name = "test-broken"
+
+    def advise(self, request, ctx):
+        raise RuntimeError("policy exploded\nsecond line")
+
+
+registry.register("test-share", Share)
+registry.register("test-broken", Broken)
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(FAKE_SBATCH)
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    site = tmp_path / "site.toml"
+    site.write_text(f'[slurm]\nbin_dir = "{bin_dir}"\nconf = "/etc/x/slurm.conf"\n')
+    (tmp_path / "job.sh").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(fake, argv, stdin=b"", env=None, providers=None):
+    environ = {"WATTBATCH_SITE_CONFIG": str(fake / "site.toml"), **(env or {})}
+    out, err = io.StringIO(), io.StringIO()
+    calls = []
+    prov = providers or Providers(snapshot=lambda cfg: calls.append("snap") or CLUSTER,
+                                  readings=lambda cfg, c, now: Readings())
+    rc = run(argv, Io(environ, io.BytesIO(stdin), out, err), prov, now_s=1000.0)
+    argv_file = fake / "argv"
+    sent = argv_file.read_text().splitlines() if argv_file.exists() else None
+    return rc, out.getvalue(), err.getvalue(), sent, calls
+
+
+def test_baseline_passes_everything_and_tags_the_comment(fake):
+    rc, out, err, sent, calls = _run(fake, ["--parsable", "-p", "gpu", "job.sh", "a", "-J", "b"])
+    assert (rc, out, err) == (0, "77\n", "")
+    assert sent == ["--parsable", "-p", "gpu", "--comment=wb:policy=slurm-default;app=bert",
+                    "job.sh", "a", "-J", "b"]
+    assert calls == []                                    # baseline never asked for a snapshot
+    assert (fake / "env").read_text() == "SLURM_CONF=/etc/x/slurm.conf\n"
+
+
+def test_shared_placement_goes_to_sbatch_and_script_is_rendered(fake):
+    rc, out, err, sent, calls = _run(fake, ["--wb-policy", "test-share", "--wb-explain", "job.sh"])
+    assert rc == 0 and out == "Submitted batch job 77\n" and calls == ["snap"]
+    assert sent == ["--nodelist=gpu1", "--gres=shard:g1:2",
+                    "--comment=wb:policy=test-share;app=bert;share=shard:2"]
+    script = (fake / "stdin").read_text()
+    assert script.startswith("#!/bin/bash\n#SBATCH -J train --gres=gpu:1\n#WATTBATCH app=bert\n"
+                             "# >>> wattbatch") and script.endswith("# <<< wattbatch\necho hi\n")
+    assert "export WATTBATCH_SHARE_MODE=shard" in script
+    assert "wattbatch: explain: share gpu 1 of gpu1" in err
+
+
+def test_rendered_script_keeps_script_name_and_args(fake):
+    (fake / "job.sh").write_text(SCRIPT.replace("#SBATCH -J train ", "#SBATCH "))
+    rc, _, _, sent, _ = _run(fake, ["--wb-policy=test-share", "job.sh", "x y"])
+    assert rc == 0 and "--job-name=job.sh" in sent
+    assert sent[-1] == "x y" and sent[-2].endswith(".sbatch") and not Path(sent[-2]).exists()
+
+
+def test_wrap_and_stdin(fake):
+    rc, _, _, sent, _ = _run(fake, ["--wrap", "echo hi", "-t", "5"])
+    assert rc == 0 and sent == ["--wrap", "echo hi", "-t", "5", "--comment=wb:policy=slurm-default"]
+    rc, _, _, sent, _ = _run(fake, ["-t", "5"], stdin=SCRIPT.encode())
+    assert rc == 0 and sent == ["-t", "5", "--comment=wb:policy=slurm-default;app=bert"]
+    assert (fake / "stdin").read_text() == SCRIPT
+    rc, _, _, sent, _ = _run(fake, ["--wb-policy", "test-share", "--wrap", "echo hi"])
+    assert "--wrap" not in sent and "--job-name=wrap" in sent
+    assert (fake / "stdin").read_text().startswith("#!/bin/sh\n# This script was created by sbatch")
+
+
+def test_dry_run_and_json_submit_nothing(fake):
+    rc, out, _, sent, _ = _run(fake, ["--wb-dry-run", "--wb-policy", "test-share", "job.sh"])
+    assert rc == 0 and sent is None
+    assert "# wattbatch: share gpu 1 of gpu1" in out and "export WATTBATCH_SHARDS=2" in out
+    rc, out, _, sent, _ = _run(fake, ["job.sh"], env={"WATTBATCH_JSON": "1"})
+    doc = json.loads(out)
+    assert rc == 0 and sent is None and doc["policy"] == "slurm-default"
+    assert doc["request"]["app"] == "bert" and doc["script"] == SCRIPT
+
+
+def test_fail_open_one_warning_and_unchanged_submission(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-policy", "test-broken", "job.sh"])
+    assert rc == 0 and out == "Submitted batch job 77\n" and sent == ["job.sh"]
+    assert err.count("\n") == 1 and err.startswith("wattbatch: warning: policy exploded second")
+    (fake / "site.toml").write_text("[slurm]\nnot_a_key = 1\n")
+    rc, _, err, sent, _ = _run(fake, ["-J", "x", "job.sh"])
+    assert rc == 0 and sent == ["-J", "x", "job.sh"]
+    assert err.count("\n") == 1 and "slurm.not_a_key" in err and err.startswith("wattbatch: warning:")
+
+    def down(cfg):
+        raise OSError("influx down")
+    rc, _, err, sent, _ = _run(fake, ["--wb-policy", "test-share", "job.sh"],
+                               providers=Providers(snapshot=down, readings=down))
+    assert rc == 0 and sent == ["job.sh"] and err.count("\n") == 1
+
+
+def test_sbatch_errors_are_relayed_as_they_are(fake):
+    rc, out, err, _, _ = _run(fake, ["--bogus", "job.sh"])
+    assert (rc, out, err) == (255, "", "sbatch: unrecognized option '--bogus'\n")
+    rc, _, err, sent, _ = _run(fake, ["missing.sh"])     # sbatch reports the missing file
+    assert sent == ["missing.sh"] and err == ""
+
+
+def test_bad_wattbatch_options_exit_2_and_submit_nothing(fake):
+    rc, _, err, sent, _ = _run(fake, ["--wb-bogus", "job.sh"])
+    assert rc == 2 and sent is None and "valid options: --wb-dry-run" in err
+    (fake / "job.sh").write_text("#!/bin/sh\n#WATTBATCH app='x\ntrue\n")
+    rc, _, err, sent, _ = _run(fake, ["job.sh"])
+    assert rc == 2 and sent is None and "script line 2: malformed #WATTBATCH line" in err
+
+
+def test_help_and_off(fake):
+    rc, out, _, sent, _ = _run(fake, ["--wb-help"])
+    assert rc == 0 and "--wb-opt-out" in out and sent is None
+    rc, _, _, sent, _ = _run(fake, ["--wb-off", "--wb-policy", "test-share", "job.sh"])
+    assert sent == ["job.sh"]

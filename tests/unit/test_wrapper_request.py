@@ -1,0 +1,98 @@
+"""Slurm time formats, GPU requests, merging of layers, wattbatch's own options."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from wrapper.request import (build_request, gpu_ask, merge, parse_gres, parse_instant_s,
+                             parse_time_limit_s)
+from wrapper.sbatch_args import parse_command_line, parse_script
+from wrapper.wb_options import WbOptionError, WbSettings, resolve, takes_value
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("5", 300), ("5:30", 330), ("1:02:03", 3723), ("2-0", 172800), ("1-2", 93600),
+    ("1-2:03", 93780), ("1-2:03:04", 93784), ("UNLIMITED", None), ("infinite", None),
+    ("0", None)])
+def test_time_limit_formats(text, seconds):
+    assert parse_time_limit_s(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["", "x", "1:2:3:4", "1-2:3:4:5", "-5"])
+def test_time_limit_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_time_limit_s(bad)
+
+
+def test_instants():
+    now = time.mktime((2024, 3, 10, 14, 0, 0, 0, 0, -1))
+    assert parse_instant_s("now", now) == now
+    assert parse_instant_s("now+90", now) == now + 90
+    assert parse_instant_s("now+2hours", now) == now + 7200
+    assert parse_instant_s("2024-03-11T08:30", now) == time.mktime((2024, 3, 11, 8, 30, 0, 0, 0, -1))
+    assert parse_instant_s("2024-03-11", now) == time.mktime((2024, 3, 11, 0, 0, 0, 0, 0, -1))
+    assert parse_instant_s("16:00", now) == now + 7200
+    assert parse_instant_s("13:00", now) == now + 23 * 3600          # passed: tomorrow
+    assert parse_instant_s("teatime", now) == now + 7200
+    assert parse_instant_s("tomorrow", now) == time.mktime((2024, 3, 11, 0, 0, 0, 0, 0, -1))
+    assert parse_instant_s("031224", now) == time.mktime((2024, 3, 12, 0, 0, 0, 0, 0, -1))
+    with pytest.raises(ValueError):
+        parse_instant_s("someday", now)
+
+
+def _view(argv, script="#!/bin/sh\ntrue\n", env=None):
+    cl = parse_command_line(argv, takes_value)
+    return merge(cl.uses, parse_script(script).uses, env or {})
+
+
+def test_gpu_requests():
+    assert gpu_ask(_view(["--gres=gpu:v100:2,nvme:1"]), 1).gpus == 2
+    assert gpu_ask(_view(["--gres=gpu:v100:2"]), 1).model == "v100"
+    assert gpu_ask(_view(["--gres=gres:gpu"]), 1).gpus == 1
+    assert gpu_ask(_view(["--gpus-per-node=a100:4"]), 1).gpus == 4
+    assert gpu_ask(_view(["-G", "6", "-N", "2"]), 2).gpus == 3
+    assert gpu_ask(_view(["--gres=shard:2"]), 1).shared
+    assert gpu_ask(_view([]), 1).gpus == 0
+    assert [e.text for e in parse_gres("gpu:2,nvme:1")] == ["gpu:2", "nvme:1"]
+
+
+def test_command_line_beats_env_beats_script():
+    script = "#!/bin/sh\n#SBATCH -J fromscript -t 10 -p s\ntrue\n"
+    view = _view(["-t", "20"], script, {"SBATCH_JOB_NAME": "fromenv"})
+    assert view.get("time") == "20" and view.get("job_name") == "fromenv"
+    assert view.get("partition") == "s" and view.sources["partition"] == "script line 2"
+
+
+def test_build_request():
+    wb = WbSettings(app="bert", share=True, elastic=(1, 4), opt_out=frozenset({"defer"}))
+    req = build_request(_view(["-N2", "--gres=gpu:2", "-t", "1:00:00", "--deadline=now+1hour"]),
+                        wb, script="dir/train.sh", now_s=1000.0, environ={})
+    assert (req.name, req.gpus, req.num_nodes, req.time_limit_s, req.deadline_s) == (
+        "train.sh", 2, 2, 3600.0, 4600.0)
+    assert (req.app, req.allow_share, req.min_gpus, req.max_gpus) == ("bert", True, 1, 4)
+    assert req.opt_out == {"defer"} and req.repeat_key.endswith(":train.sh:bert")
+    wrap = build_request(_view(["--wrap=x"]), WbSettings(), script=None, now_s=0, environ={})
+    assert wrap.name == "wrap"
+
+
+def test_wb_layers_and_errors():
+    wb = resolve([("app", "cli")], [(3, " app=script no-share opt-out=defer,resize")],
+                 {"WATTBATCH_APP": "env", "WATTBATCH_DRY_RUN": "1", "WATTBATCH_SHARE": "1"})
+    assert (wb.app, wb.share, wb.dry_run) == ("cli", False, True)
+    assert wb.opt_out == {"defer", "resize"} and wb.sources["app"] == "command line"
+    assert resolve([("json", None)], [], {}).dry_run
+    assert resolve([], [(2, " --wb-policy eaco # why")], {}).policy == "eaco"
+    assert resolve([("opt-out", "all")], [], {}).opt_out == {"share", "defer", "resize", "place",
+                                                              "power", "batch"}
+    with pytest.raises(WbOptionError, match="unknown option --wb-bogus; valid options: --wb-dry-run"):
+        resolve([("bogus", None)], [], {})
+    with pytest.raises(WbOptionError, match="script line 4: malformed"):
+        resolve([], [(4, ' app="x')], {})
+    with pytest.raises(WbOptionError, match="script line 5: --wb-elastic='4-1'"):
+        resolve([], [(5, " elastic=4-1")], {})
+    with pytest.raises(WbOptionError, match="takes no value"):
+        resolve([("dry-run", "yes")], [], {})
+    with pytest.raises(WbOptionError, match="WATTBATCH_EXPLAIN"):
+        resolve([], [], {"WATTBATCH_EXPLAIN": "maybe"})

@@ -1,0 +1,72 @@
+"""Placement -> sbatch options: pinning, sharing, opt-outs, what cannot be changed."""
+
+from __future__ import annotations
+
+import time
+
+from slurm_plugin.model import Cluster, Gpu, JobRequest, Node, Placement
+from wrapper.request import GpuAsk, SbatchView
+from wrapper.translate import Site, plan
+from wrapper.wb_options import WbSettings
+
+CLUSTER = Cluster(nodes=(Node("gpu1", gpus=tuple(
+    Gpu("gpu1", i, gres_type=f"g{i}", memory_mib=32768, shards_total=4) for i in range(4))),))
+REQ = JobRequest(name="j", gpus=1, app="bert")
+ASK = GpuAsk(1, "", "gres")
+
+
+def _plan(p, req=REQ, ask=ASK, view=None, site=Site(), **kw):
+    return plan(p, req, view or SbatchView({"gres": "gpu:1,nvme:1"}), ask, WbSettings(), site,
+                CLUSTER, **kw)
+
+
+def test_shard_pinned_by_gpu_type_with_memory_cap():
+    out = _plan(Placement("eaco", 1, nodes=("gpu1",), gpu_indexes=(2,), share_mode="shard",
+                          shards=1))
+    assert out.args == ["--nodelist=gpu1", "--gres=nvme:1,shard:g2:1",
+                        "--comment=wb:policy=eaco;app=bert;share=shard:1"]
+    assert out.template == "shared_gpu.sbatch.j2" and out.mem_cap_mib == 8192
+    assert ("WATTBATCH_GPU_MEM_FRACTION", "0.25") in out.env
+
+
+def test_untyped_share_exclusive_pin_resize_and_begin():
+    untyped = _plan(Placement("p", 1, share_mode="shard", shards=2), site=Site(typed_gpus=False))
+    assert "--gres=nvme:1,shard:2" in untyped.args
+    pinned = _plan(Placement("p", 2, nodes=("gpu1",), gpu_indexes=(1, 3)))
+    assert "--gres=nvme:1,gpu:g1:1,gpu:g3:1" in pinned.args and pinned.template == ""
+    resized = _plan(Placement("p", 3), req=JobRequest(gpus=1, gpu_model="v100"))
+    assert "--gres=nvme:1,gpu:v100:3" in resized.args
+    begin = time.mktime((2030, 1, 2, 3, 4, 5, 0, 0, -1))
+    assert "--begin=2030-01-02T03:04:05" in _plan(Placement("p", 1, begin_s=begin)).args
+
+
+def test_user_comment_kept():
+    out = _plan(Placement("p", 1), view=SbatchView({"comment": "my run"}))
+    assert out.args == ["--comment=my run wb:policy=p;app=bert"]
+
+
+def test_opt_outs_win_over_the_policy():
+    p = Placement("p", 2, nodes=("gpu1",), gpu_indexes=(0,), share_mode="shard", shards=1,
+                  begin_s=5.0, power_cap_w=200.0, batch_size=64)
+    out = _plan(p, req=JobRequest(gpus=1, opt_out=frozenset(
+        {"share", "defer", "resize", "place", "power", "batch"})))
+    assert out.args == ["--comment=wb:policy=p"] and out.template == ""
+    assert len(out.notes) == 6
+
+
+def test_gpu_changes_that_sbatch_cannot_take_back_are_dropped():
+    share = Placement("p", 1, share_mode="shard", shards=1)
+    out = _plan(share, ask=GpuAsk(1, "", "gpus-per-node"))
+    assert not any(a.startswith("--gres") for a in out.args) and "--gpus-per-node" in out.notes[0]
+    assert not any(a.startswith("--gres") for a in _plan(share, ask=GpuAsk(0, "", "gres", True)).args)
+    mps = _plan(Placement("p", 1, share_mode="mps", shards=25))
+    assert "not mps" in mps.notes[0]
+
+
+def test_environment_block_only_when_needed_and_only_for_shell_scripts():
+    capped = _plan(Placement("p", 1, power_cap_w=150.0))
+    assert capped.template == "base.sbatch.j2" and ("WATTBATCH_POWER_CAP_W", "150") in capped.env
+    python = _plan(Placement("p", 1, power_cap_w=150.0), shell_script=False)
+    assert python.template == "" and "not a shell script" in python.notes[0]
+    elastic = _plan(Placement("p", 1), req=JobRequest(gpus=1, min_gpus=1, max_gpus=4))
+    assert elastic.template == "elastic.sbatch.j2"

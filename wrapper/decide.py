@@ -1,0 +1,163 @@
+"""The policy path of wattbatch: config -> request -> snapshot + readings -> advise -> plan.
+
+Any exception raised here makes ``wattbatch`` submit the job unchanged (fail-open); the
+exception carries the loaded config as ``wattbatch_cfg`` so the caller can honour
+``policy.fail_open``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from slurm_plugin import config
+from slurm_plugin.model import JobRequest, Placement
+from slurm_plugin.policy.base import Context
+from slurm_plugin.policy.registry import get_policy
+
+from . import translate
+from .render import is_shell_script, render
+from .request import build_request, gpu_ask, merge, min_nodes
+from .sbatch_args import CommandLine, ScriptHeader
+from .wb_options import WbSettings
+
+
+@dataclass(slots=True)
+class Outcome:
+    cfg: Any
+    policy: str
+    original: str                        # the script as the user gave it
+    script: str                          # the script sbatch gets
+    wrap: bool = False
+    request: JobRequest | None = None
+    placement: Placement | None = None
+    plan: translate.Plan | None = None
+    args: list[str] = field(default_factory=list)
+    unchanged_reason: str = ""
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def explain_lines(self) -> list[str]:
+        if self.unchanged_reason:
+            return [f"submitted unchanged: {self.unchanged_reason}"]
+        lines = [f"policy {self.policy}"]
+        lines += list(self.placement.why if self.placement else ())
+        lines += list(self.plan.notes if self.plan else ())
+        lines.append("sbatch options added: " + (" ".join(self.args) or "(none)"))
+        if self.plan and self.plan.template:
+            lines.append(f"script block from template {self.plan.template}")
+        lines.append("decision time: " + ", ".join(f"{k} {v:.1f} ms"
+                                                   for k, v in self.timings_ms.items()))
+        return lines
+
+    def as_dict(self, script: str) -> dict[str, Any]:
+        p = self.placement
+        return {
+            "policy": self.policy,
+            "submitted": False,
+            "unchanged_reason": self.unchanged_reason or None,
+            "request": _plain(self.request),
+            "placement": _plain(p),
+            "why": list(p.why) if p else [],
+            "notes": list(self.plan.notes) if self.plan else [],
+            "sbatch_args_added": list(self.args),
+            "template": self.plan.template if self.plan else "",
+            "environment": dict(self.plan.env) if self.plan else {},
+            "timings_ms": self.timings_ms,
+            "script": script,
+        }
+
+
+def _plain(obj: Any) -> Any:
+    if obj is None:
+        return None
+    out = {}
+    for name in obj.__slots__:
+        value = getattr(obj, name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        out[name] = value
+    return out
+
+
+class _Lazy:
+    """Stands in for the snapshot or the readings and fetches them on first use only: a
+    policy that never looks (``slurm-default``) costs no Slurm or InfluxDB query."""
+
+    __slots__ = ("_load", "_value", "load_ms")
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load, self._value, self.load_ms = load, None, 0.0
+
+    def _get(self) -> Any:
+        if self._value is None:
+            t0 = time.perf_counter()
+            self._value = self._load()
+            self.load_ms = (time.perf_counter() - t0) * 1e3
+        return self._value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+
+def _settings(cfg: Any, name: str) -> dict[str, Any]:
+    """The policy's own config section plus the site's sharing facts."""
+    settings = dict(cfg.section(name.replace("-", "_")))
+    settings.setdefault("allow_share", cfg["policy.allow_share"])
+    for key in ("share_gres", "shards_per_gpu", "typed_gpus"):
+        settings.setdefault(key, cfg[f"slurm.{key}"])
+    return settings
+
+
+def decide(cmd: CommandLine, header: ScriptHeader, text: str, wb: WbSettings,
+           environ: Mapping[str, str], providers: Any, now_s: float) -> Outcome:
+    cfg = config.load(environ=environ)
+    try:
+        return _decide(cfg, cmd, header, text, wb, environ, providers, now_s)
+    except Exception as exc:
+        exc.wattbatch_cfg = cfg        # type: ignore[attr-defined]
+        raise
+
+
+def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbSettings,
+            environ: Mapping[str, str], providers: Any, now_s: float) -> Outcome:
+    name = wb.policy or cfg["policy.name"]
+    view = merge(cmd.uses, header.uses, environ)
+    out = Outcome(cfg=cfg, policy=name, original=text, script=text, wrap=view.has("wrap"))
+    try:
+        request = build_request(view, wb, script=cmd.script, now_s=now_s, environ=environ)
+    except ValueError as exc:
+        out.unchanged_reason = f"sbatch will judge the value {exc}"
+        return out
+    out.request = request
+    policy = get_policy(name, source="wattbatch --wb-policy" if wb.policy else "policy.name")
+    cluster = _Lazy(lambda: providers.snapshot(cfg))
+    readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
+    ctx = Context(cluster=cluster, readings=readings, now_s=now_s,   # type: ignore[arg-type]
+                  settings=_settings(cfg, name))
+    t0 = time.perf_counter()
+    placement = policy.advise(request, ctx)
+    t1 = time.perf_counter()
+    policy_ms = (t1 - t0) * 1e3 - cluster.load_ms - readings.load_ms
+    site = translate.Site(cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"],
+                          cfg["slurm.typed_gpus"], cfg["template.name"])
+    ask = gpu_ask(view, min_nodes(view.get("nodes")))
+    plan = translate.plan(placement, request, view, ask, wb, site, cluster,
+                          shell_script=is_shell_script(text))
+    out.placement, out.plan, out.args = placement, plan, list(plan.args)
+    out.script = render(text, plan.template, plan.env, share_mode=plan.share_mode,
+                        gpus=plan.gpus, mem_cap_mib=plan.mem_cap_mib,
+                        mem_fraction=plan.mem_fraction)
+    if out.script != text and not view.has("job_name"):
+        # sbatch names a job after its script file; the rendered script reaches it otherwise
+        out.args.append("--job-name=" + ("wrap" if out.wrap else
+                                         os.path.basename(cmd.script) if cmd.script else "sbatch"))
+    out.timings_ms = {"snapshot": cluster.load_ms, "readings": readings.load_ms,
+                      "policy": policy_ms,
+                      "plan+render": (time.perf_counter() - t1) * 1e3}
+    return out

@@ -1,0 +1,243 @@
+"""From the merged sbatch options to a ``model.JobRequest``.
+
+Merging follows sbatch: command line > ``SBATCH_*`` environment > ``#SBATCH`` lines; for each
+option the last occurrence of a layer counts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from slurm_plugin.model import JobRequest
+
+from .options import OPTIONS
+from .sbatch_args import OptUse
+from .wb_options import WbSettings
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchView:
+    """The options the policy looks at: field name -> (value, source)."""
+
+    values: Mapping[str, str | None] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        return self.values.get(name, default)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+
+def merge(cli: list[OptUse], script: list[OptUse], environ: Mapping[str, str]) -> SbatchView:
+    values: dict[str, str | None] = {}
+    sources: dict[str, str] = {}
+    for use in script:
+        if use.opt.field:
+            values[use.opt.field], sources[use.opt.field] = use.value, f"script line {use.line}"
+    for opt in OPTIONS:
+        if opt.field and opt.env and opt.env in environ:
+            values[opt.field], sources[opt.field] = environ[opt.env], f"${opt.env}"
+    for use in cli:
+        if use.opt.field:
+            values[use.opt.field], sources[use.opt.field] = use.value, "command line"
+    return SbatchView(values, sources)
+
+
+# --- time formats ---------------------------------------------------------------------------
+
+_UNLIMITED = ("infinite", "unlimited", "-1")
+
+
+def parse_time_limit_s(text: str) -> float | None:
+    """Slurm ``--time``: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; UNLIMITED/INFINITE -> None.
+
+    ``0`` means no limit too (sbatch: "a time limit of zero requests that no time limit be
+    imposed"). Raises ``ValueError`` on anything else."""
+    t = text.strip().lower()
+    if t in _UNLIMITED or t == "0":
+        return None
+    days = 0
+    if "-" in t:
+        d, _, t = t.partition("-")
+        days = int(d)
+        parts = [int(p) for p in t.split(":")]
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(text)
+        h, m, s = (parts + [0, 0])[:3]
+    else:
+        parts = [int(p) for p in t.split(":")]
+        if len(parts) == 1:
+            h, m, s = 0, parts[0], 0
+        elif len(parts) == 2:
+            h, m, s = 0, parts[0], parts[1]
+        elif len(parts) == 3:
+            h, m, s = parts
+        else:
+            raise ValueError(text)
+    if min(days, h, m, s) < 0:
+        raise ValueError(text)
+    return float(((days * 24 + h) * 60 + m) * 60 + s)
+
+
+_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+          "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+          "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400,
+          "w": 604800, "week": 604800, "weeks": 604800}
+_NAMED = {"midnight": (0, 0), "noon": (12, 0), "elevenses": (11, 0), "fika": (15, 0),
+          "teatime": (16, 0)}
+
+
+def parse_instant_s(text: str, now_s: float) -> float:
+    """Slurm ``--begin``/``--deadline`` times, in local time: ``now[+N[units]]``,
+    ``HH:MM[:SS][AM|PM]``, ``YYYY-MM-DD[THH:MM[:SS]]``, ``MMDDYY``, ``MM/DD[/YY]``,
+    ``today``, ``tomorrow``, ``midnight``, ``noon``, ``elevenses``, ``fika``, ``teatime``."""
+    t = text.strip().lower()
+    m = re.fullmatch(r"now(?:\+(\d+)([a-z]*))?", t)
+    if m:
+        if (m.group(2) or "") not in _UNITS:
+            raise ValueError(text)
+        return now_s + int(m.group(1) or 0) * _UNITS[m.group(2) or ""]
+    lt = time.localtime(now_s)
+    base = time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 0, 0, 0, 0, 0, -1))
+    if t == "today":
+        return base
+    if t == "tomorrow":
+        return time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday + 1, 0, 0, 0, 0, 0, -1))
+    if t in _NAMED or re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?(am|pm)?", t):
+        if t in _NAMED:
+            h, mi, s = *_NAMED[t], 0
+        else:
+            clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?(am|pm)?", t)
+            h, mi, s = int(clock.group(1)), int(clock.group(2)), int(clock.group(3) or 0)
+            if clock.group(4) == "pm" and h < 12:
+                h += 12
+            elif clock.group(4) == "am" and h == 12:
+                h = 0
+        at = time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, h, mi, s, 0, 0, -1))
+        return at if at > now_s else time.mktime(
+            (lt.tm_year, lt.tm_mon, lt.tm_mday + 1, h, mi, s, 0, 0, -1))
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:t(\d{1,2}):(\d{2})(?::(\d{2}))?)?", t)
+    if m:
+        y, mo, d = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        h, mi, s = int(m.group(4) or 0), int(m.group(5) or 0), int(m.group(6) or 0)
+        return time.mktime((y, mo, d, h, mi, s, 0, 0, -1))
+    m = re.fullmatch(r"(\d{2})(\d{2})(\d{2})|(\d{1,2})/(\d{1,2})(?:/(\d{2}))?", t)
+    if m:
+        if m.group(1):
+            mo, d, y = int(m.group(1)), int(m.group(2)), 2000 + int(m.group(3))
+        else:
+            mo, d = int(m.group(4)), int(m.group(5))
+            y = 2000 + int(m.group(6)) if m.group(6) else lt.tm_year
+        return time.mktime((y, mo, d, 0, 0, 0, 0, 0, -1))
+    raise ValueError(text)
+
+
+# --- GPUs ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class GresEntry:
+    name: str
+    type: str
+    count: int
+    text: str            # as written
+
+
+def parse_gres(text: str) -> list[GresEntry]:
+    """``--gres`` list: ``name[:type][:count]`` entries, comma separated (``gres:`` prefix ok)."""
+    out = []
+    for raw in filter(None, (p.strip() for p in text.split(","))):
+        item = raw
+        for prefix in ("gres:", "gres/"):
+            if item.startswith(prefix):
+                item = item[len(prefix):]
+        parts = item.split(":")
+        count = 1
+        if len(parts) > 1 and re.fullmatch(r"\d+[kmg]?", parts[-1].lower()):
+            count = _count(parts.pop())
+        out.append(GresEntry(parts[0], parts[1] if len(parts) > 1 else "", count, raw))
+    return out
+
+
+def _count(text: str) -> int:
+    t = text.lower()
+    mult = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}.get(t[-1:], 1)
+    return int(t.rstrip("kmg")) * mult
+
+
+def _typed_count(text: str) -> tuple[str, int]:
+    """``[type:]N`` as in ``--gpus-per-node=v100:2``."""
+    kind, _, count = text.rpartition(":")
+    return kind, _count(count)
+
+
+def min_nodes(text: str | None) -> int:
+    if not text:
+        return 1
+    m = re.match(r"\d+", text)
+    return max(1, int(m.group(0))) if m else 1
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAsk:
+    gpus: int = 0            # per node
+    model: str = ""
+    source: str = ""         # "gres", "gpus-per-node", "gpus", "gpus-per-task", ""
+    shared: bool = False     # the user asked for shard/mps GRES themselves
+
+
+def gpu_ask(view: SbatchView, nodes: int) -> GpuAsk:
+    if view.get("gres"):
+        entries = parse_gres(view.get("gres") or "")
+        if any(e.name in ("shard", "mps") for e in entries):
+            return GpuAsk(source="gres", shared=True)
+        for e in entries:
+            if e.name == "gpu":
+                return GpuAsk(e.count, e.type, "gres")
+    for name, source in (("gpus_per_node", "gpus-per-node"), ("gpus", "gpus"),
+                         ("gpus_per_task", "gpus-per-task"), ("gpus_per_socket", "gpus-per-socket")):
+        if view.get(name):
+            kind, count = _typed_count(view.get(name) or "")
+            if name == "gpus":
+                count = math.ceil(count / nodes)
+            return GpuAsk(count, kind, source)
+    return GpuAsk()
+
+
+def _user(environ: Mapping[str, str]) -> str:
+    try:
+        import pwd
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, ImportError):
+        return environ.get("USER", "")
+
+
+def default_job_name(script: str | None, wrap: bool) -> str:
+    """The name sbatch gives a job without ``--job-name``."""
+    if wrap:
+        return "wrap"
+    return os.path.basename(script) if script else "sbatch"
+
+
+def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s: float,
+                  environ: Mapping[str, str]) -> JobRequest:
+    """Raises ``ValueError`` for a value sbatch would reject (the caller submits unchanged)."""
+    nodes = min_nodes(view.get("nodes"))
+    ask = gpu_ask(view, nodes)
+    limit = view.get("time")
+    deadline = view.get("deadline")
+    name = view.get("job_name") or default_job_name(script, view.has("wrap"))
+    user = _user(environ)
+    lo, hi = wb.elastic or (None, None)
+    return JobRequest(
+        name=name, user=user, gpus=ask.gpus, num_nodes=nodes, gpu_model=ask.model,
+        time_limit_s=parse_time_limit_s(limit) if limit else None,
+        deadline_s=parse_instant_s(deadline, now_s) if deadline else None,
+        app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,
+        allow_share=wb.share, opt_out=wb.opt_out, submit_s=now_s,
+        repeat_key=f"{user}:{name}:{wb.app}")

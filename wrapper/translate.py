@@ -1,0 +1,199 @@
+"""A policy's ``Placement`` -> extra sbatch options and the job's environment block.
+
+The changes go on sbatch's command line, after the user's own options, so they win over both
+the user's command line (getopt: last one wins) and the script's ``#SBATCH`` lines.
+
+=====================================  =========================================================
+Placement                               sbatch
+=====================================  =========================================================
+``nodes``                               ``--nodelist=a,b``
+``share_mode`` shard/mps, ``shards``    ``--gres=shard:K`` (``mps:K``), per GPU ``shard:g1:K``
+ + ``gpu_indexes`` and typed GPUs       (one typed entry per GPU: pins the GPU index)
+exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
+``gpus`` != requested                   ``--gres=gpu[:model]:N``
+``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
+always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S``
+``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
+memory cap, elastic                     see ``templates/``
+=====================================  =========================================================
+
+The user's other GRES entries are kept in the new ``--gres``. A change the user refused with
+``--wb-opt-out`` is dropped here too, whatever the policy said; a GPU change is dropped when the
+user asked for GPUs with ``--gpus*`` (sbatch cannot take those back) or for shards/MPS
+themselves. Each dropped change is said in ``notes``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from slurm_plugin.model import Cluster, JobRequest, Placement
+
+from .request import GpuAsk, SbatchView, parse_gres
+from .wb_options import WbSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    share_gres: str = "shard"
+    shards_per_gpu: int = 4
+    typed_gpus: bool = True
+    template: str = "base.sbatch.j2"
+
+
+@dataclass(slots=True)
+class Plan:
+    """What wattbatch does to the submission."""
+
+    args: list[str] = field(default_factory=list)          # appended to the user's options
+    env: list[tuple[str, str]] = field(default_factory=list)   # exported by the script block
+    template: str = ""                                     # "" = script left byte for byte
+    share_mode: str = "exclusive"
+    mem_cap_mib: int | None = None
+    mem_fraction: float | None = None
+    gpus: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+_REFUSALS = (   # action, does the placement use it, what undoes it, note
+    ("place", lambda p, r: bool(p.nodes or p.gpu_indexes),
+     dict(nodes=(), gpu_indexes=()), "node choice dropped"),
+    ("share", lambda p, r: p.share_mode != "exclusive",
+     dict(share_mode="exclusive", shards=0, gpu_indexes=()), "shared GPU dropped"),
+    ("defer", lambda p, r: p.begin_s is not None, dict(begin_s=None), "start time dropped"),
+    ("resize", lambda p, r: p.gpus != r.gpus, None, "GPU count kept"),
+    ("power", lambda p, r: p.power_cap_w is not None, dict(power_cap_w=None), "power cap dropped"),
+    ("batch", lambda p, r: p.batch_size is not None, dict(batch_size=None), "batch size dropped"),
+)
+
+
+def enforce_opt_out(p: Placement, request: JobRequest) -> tuple[Placement, list[str]]:
+    """Undo whatever the user refused with ``--wb-opt-out``, even if the policy did it."""
+    notes = []
+    for action, used, undo, note in _REFUSALS:
+        if action in request.opt_out and used(p, request):
+            p = replace(p, **(undo if undo is not None else {"gpus": request.gpus}))
+            notes.append(f"opt-out {action}: {note}")
+    return p, notes
+
+
+def _gpu_types(cluster: Cluster | None, node: str, indexes: tuple[int, ...]) -> list[str] | None:
+    if cluster is None:
+        return None
+    try:
+        by_index = {g.index: g for g in cluster.node(node).gpus}
+    except KeyError:
+        return None
+    types = [by_index[i].gres_type if i in by_index else "" for i in indexes]
+    return types if all(types) else None
+
+
+def _mem_cap(p: Placement, cluster: Cluster | None, site: Site) -> tuple[int | None, float | None]:
+    """The job's GPU memory share: the policy's cap, else memory x shards / shards on the GPU."""
+    gpu = None
+    if cluster is not None and p.nodes:
+        try:
+            gpus = cluster.node(p.nodes[0]).gpus
+            gpu = next((g for g in gpus if g.index in p.gpu_indexes), gpus[0] if gpus else None)
+        except KeyError:
+            gpu = None
+    total = gpu.memory_mib if gpu else None
+    cap = p.gpu_memory_cap_mib
+    if cap is None and total and p.shards:
+        per_gpu = (gpu.shards_total if gpu and gpu.shards_total else site.shards_per_gpu)
+        cap = int(total * min(p.shards, per_gpu) / per_gpu)
+    fraction = round(cap / total, 3) if cap and total else None
+    return cap, fraction
+
+
+def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: WbSettings,
+         site: Site, cluster: Cluster | None = None, *, shell_script: bool = True) -> Plan:
+    p, notes = enforce_opt_out(p, request)
+    out = Plan(notes=notes, gpus=p.gpus)
+    gpu_change = p.share_mode != "exclusive" or p.gpu_indexes or p.gpus != request.gpus
+    if gpu_change and ask.shared:
+        out.notes.append("GPU change dropped: the job asks for shards/MPS itself")
+        gpu_change = False
+    elif gpu_change and ask.source not in ("gres", ""):
+        out.notes.append(f"GPU change dropped: GPUs asked with --{ask.source}; "
+                         "use --gres=gpu:N to let wattbatch place them")
+        gpu_change = False
+    if gpu_change and p.share_mode != "exclusive" and p.share_mode != site.share_gres:
+        out.notes.append(f"shared GPU dropped: the site shares GPUs by {site.share_gres}, "
+                         f"not {p.share_mode}")
+        gpu_change = False
+    if p.nodes:
+        out.args.append("--nodelist=" + ",".join(p.nodes))
+    if gpu_change:
+        entries = _gpu_entries(p, request, cluster, site, out)
+        if entries:
+            keep = [e.text for e in parse_gres(view.get("gres") or "")
+                    if e.name not in ("gpu", "shard", "mps")]
+            out.args.append("--gres=" + ",".join(keep + entries))
+            out.share_mode = p.share_mode
+    if p.begin_s is not None:
+        out.args.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.begin_s)))
+    tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")
+    if out.share_mode != "exclusive":
+        tag += f";share={out.share_mode}:{p.shards}"
+    user_comment = view.get("comment") or ""
+    out.args.append("--comment=" + (f"{user_comment} {tag}" if user_comment else tag))
+    _environment(p, request, cluster, site, out, shell_script)
+    return out
+
+
+def _gpu_entries(p: Placement, request: JobRequest, cluster: Cluster | None, site: Site,
+                 out: Plan) -> list[str]:
+    types = None
+    if p.gpu_indexes and len(p.nodes) == 1 and site.typed_gpus:
+        types = _gpu_types(cluster, p.nodes[0], p.gpu_indexes)
+        if types is None:
+            out.notes.append("GPU index not pinned: the snapshot has no GRES type for it")
+    if p.share_mode != "exclusive":
+        shards = max(1, p.shards)
+        if types:
+            return [f"{p.share_mode}:{t}:{shards}" for t in types]
+        return [f"{p.share_mode}:{shards * max(1, p.gpus)}"]
+    if types:
+        return [f"gpu:{t}:1" for t in types]
+    if p.gpus != request.gpus:
+        model = f"{request.gpu_model}:" if request.gpu_model else ""
+        return [f"gpu:{model}{p.gpus}"]
+    return []
+
+
+def _environment(p: Placement, request: JobRequest, cluster: Cluster | None, site: Site,
+                 out: Plan, shell_script: bool) -> None:
+    env = [("WATTBATCH_JOB_POLICY", p.policy)]
+    if request.app:
+        env.append(("WATTBATCH_JOB_APP", request.app))
+    wanted = False
+    if out.share_mode != "exclusive":
+        out.mem_cap_mib, out.mem_fraction = _mem_cap(p, cluster, site)
+        env += [("WATTBATCH_SHARE_MODE", out.share_mode), ("WATTBATCH_SHARDS", str(p.shards))]
+        if out.mem_cap_mib:
+            env.append(("WATTBATCH_GPU_MEM_CAP_MIB", str(out.mem_cap_mib)))
+        if out.mem_fraction:
+            env.append(("WATTBATCH_GPU_MEM_FRACTION", f"{out.mem_fraction:g}"))
+        out.template, wanted = "shared_gpu.sbatch.j2", True
+    if p.power_cap_w is not None:
+        env.append(("WATTBATCH_POWER_CAP_W", f"{p.power_cap_w:g}"))
+        wanted = True
+    if p.batch_size is not None:
+        env.append(("WATTBATCH_BATCH_SIZE", str(p.batch_size)))
+        wanted = True
+    if request.min_gpus is not None and request.max_gpus is not None:
+        env += [("WATTBATCH_MIN_GPUS", str(request.min_gpus)),
+                ("WATTBATCH_MAX_GPUS", str(request.max_gpus))]
+        out.template, wanted = "elastic.sbatch.j2", True
+    if not wanted:
+        out.template = ""
+        return
+    if not shell_script:
+        out.template = ""
+        out.notes.append("environment block not added: the script is not a shell script")
+        return
+    if out.template == "":
+        out.template = site.template
+    out.env = env

@@ -1,0 +1,210 @@
+"""wattbatch's own options: ``--wb-*`` words, ``#WATTBATCH`` lines, ``WATTBATCH_*`` variables.
+
+Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
+
+* Command line: ``--wb-NAME`` for a flag, ``--wb-NAME=VALUE`` or ``--wb-NAME VALUE`` otherwise,
+  anywhere before the script path (after it, words belong to the script).
+* Script: ``#WATTBATCH`` lines at column 0 above the first command (the ``#SBATCH`` rule). Each
+  holds one or more words, split like a shell line (quotes, ``#`` comment), each written
+  ``--wb-NAME[=VALUE]`` or plain ``NAME[=VALUE]``; a value may also be the next word.
+  Example: ``#WATTBATCH app=resnet50 no-share opt-out=defer``.
+* Environment: ``WATTBATCH_<NAME>`` with ``-`` as ``_`` (``WATTBATCH_DRY_RUN=1``); flags read
+  1/true/yes/on or 0/false/no/off. ``WATTBATCH_SHARE=0`` is ``--wb-no-share``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from slurm_plugin.errors import InputError
+
+ACTIONS = ("share", "defer", "resize", "place", "power", "batch")
+
+
+class WbOptionError(InputError):
+    """A wattbatch option is unknown or its value is invalid (exit code 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WbOpt:
+    name: str
+    key: str                  # WbSettings field it sets
+    help: str
+    parse: Callable[[str], Any] | None = None    # None: a flag
+    flag_value: Any = True
+
+    @property
+    def env(self) -> str:
+        return "WATTBATCH_" + self.name.replace("-", "_").upper()
+
+
+def _opt_out(text: str) -> frozenset[str]:
+    items = {w.strip() for w in text.split(",") if w.strip()}
+    if "all" in items:
+        return frozenset(ACTIONS)
+    bad = sorted(items - set(ACTIONS))
+    if bad:
+        raise ValueError(f"unknown action {bad[0]!r}; choose from {', '.join(ACTIONS)}, all")
+    return frozenset(items)
+
+
+def _elastic(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        lo_n, hi_n = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise ValueError("expected MIN-MAX GPUs, e.g. 1-4") from None
+    if not 1 <= lo_n <= hi_n:
+        raise ValueError("expected 1 <= MIN <= MAX")
+    return lo_n, hi_n
+
+
+def _mib(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("expected a positive number of MiB")
+    return value
+
+
+def _name(text: str) -> str:
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("expected a non-empty name without spaces")
+    return text
+
+
+WB_OPTIONS: tuple[WbOpt, ...] = (
+    WbOpt("dry-run", "dry_run", "print the decision and the final script; submit nothing"),
+    WbOpt("json", "json", "as --wb-dry-run, printed as one JSON object"),
+    WbOpt("explain", "explain", "print why the job is placed as it is (stderr), then submit"),
+    WbOpt("share", "share", "allow this job to share a GPU with others"),
+    WbOpt("no-share", "share", "never share a GPU with this job", flag_value=False),
+    WbOpt("opt-out", "opt_out", f"refuse policy actions: comma list of {', '.join(ACTIONS)}, all",
+          _opt_out),
+    WbOpt("policy", "policy", "advise this job with policy NAME (see `wattctl policies`)", _name),
+    WbOpt("app", "app", "workload class of the job (e.g. resnet50), used for predictions", _name),
+    WbOpt("elastic", "elastic", "the job runs on MIN-MAX GPUs and checkpoints on SIGTERM/USR1",
+          _elastic),
+    WbOpt("gpu-mem", "gpu_mem_mib", "GPU memory the job needs per GPU, in MiB", _mib),
+    WbOpt("off", "off", "bypass wattbatch: hand everything to sbatch unchanged"),
+    WbOpt("help", "help", "print this help"),
+)
+BY_NAME: dict[str, WbOpt] = {o.name: o for o in WB_OPTIONS}
+
+
+@dataclass(frozen=True, slots=True)
+class WbSettings:
+    dry_run: bool = False
+    json: bool = False
+    explain: bool = False
+    share: bool | None = None
+    opt_out: frozenset[str] = frozenset()
+    policy: str | None = None
+    app: str = ""
+    elastic: tuple[int, int] | None = None
+    gpu_mem_mib: int | None = None
+    off: bool = False
+    help: bool = False
+    sources: Mapping[str, str] = field(default_factory=dict)   # field -> where it was set
+
+
+def takes_value(name: str) -> bool:
+    opt = BY_NAME.get(name)
+    return bool(opt and opt.parse)
+
+
+def valid_names() -> str:
+    return ", ".join(f"--wb-{o.name}" for o in WB_OPTIONS)
+
+
+def _apply(values: dict[str, Any], sources: dict[str, str], where: str, name: str,
+           value: str | None) -> None:
+    opt = BY_NAME.get(name)
+    if opt is None:
+        raise WbOptionError(f"wattbatch: {where}: unknown option --wb-{name}; "
+                            f"valid options: {valid_names()}")
+    if opt.parse is None:
+        if value is not None:
+            raise WbOptionError(f"wattbatch: {where}: --wb-{name} takes no value (got {value!r})")
+        values[opt.key] = opt.flag_value
+    else:
+        if value is None:
+            raise WbOptionError(f"wattbatch: {where}: --wb-{name} needs a value: {opt.help}")
+        try:
+            values[opt.key] = opt.parse(value)
+        except ValueError as exc:
+            raise WbOptionError(f"wattbatch: {where}: --wb-{name}={value!r}: {exc}") from None
+    sources[opt.key] = where
+
+
+def _flag_env(name: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise WbOptionError(f"wattbatch: ${name}={raw!r}: expected 1/0, true/false, yes/no, on/off")
+
+
+def _from_env(environ: Mapping[str, str], values: dict[str, Any], sources: dict[str, str]) -> None:
+    for opt in WB_OPTIONS:
+        if opt.env not in environ or opt.name in ("no-share", "help"):
+            continue
+        raw = environ[opt.env]
+        if opt.parse is None:
+            values[opt.key] = _flag_env(opt.env, raw)
+            sources[opt.key] = f"${opt.env}"
+        elif raw.strip():
+            _apply(values, sources, f"${opt.env}", opt.name, raw.strip())
+
+
+def _script_words(lineno: int, text: str) -> list[tuple[str, str | None]]:
+    where = f"script line {lineno}"
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError as exc:
+        raise WbOptionError(f"wattbatch: {where}: malformed #WATTBATCH line: {exc}") from None
+    out: list[tuple[str, str | None]] = []
+    k = 0
+    while k < len(words):
+        word = words[k]
+        bare = word[len("--wb-"):] if word.startswith("--wb-") else word
+        if bare.startswith("-"):
+            raise WbOptionError(f"wattbatch: {where}: malformed #WATTBATCH word {word!r}: write "
+                                f"NAME[=VALUE] or --wb-NAME[=VALUE]; valid options: {valid_names()}")
+        name, eq, value = bare.partition("=")
+        if not eq and takes_value(name) and k + 1 < len(words):
+            out.append((name, words[k + 1]))
+            k += 2
+            continue
+        out.append((name, value if eq else None))
+        k += 1
+    return out
+
+
+def resolve(cli_words: list[tuple[str, str | None]], script_lines: list[tuple[int, str]],
+            environ: Mapping[str, str]) -> WbSettings:
+    """Merge the three layers (later wins): environment, ``#WATTBATCH`` lines, command line."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    _from_env(environ, values, sources)
+    for lineno, text in script_lines:
+        for name, value in _script_words(lineno, text):
+            _apply(values, sources, f"script line {lineno}", name, value)
+    for name, value in cli_words:
+        _apply(values, sources, "command line", name, value)
+    if values.get("json"):
+        values["dry_run"] = True
+    return WbSettings(**values, sources=sources)
+
+
+def help_text() -> str:
+    rows = "\n".join(f"  --wb-{o.name}{'=VALUE' if o.parse else '':<8} {o.help}"
+                     for o in WB_OPTIONS)
+    return ("Usage: wattbatch [sbatch options] [wattbatch options] [script [args...]]\n"
+            "A drop-in sbatch: every sbatch option is passed to sbatch unchanged.\n\n"
+            f"wattbatch options:\n{rows}\n\n"
+            "They can also be set by '#WATTBATCH NAME[=VALUE] ...' lines above the first\n"
+            "command of the script, and by WATTBATCH_<NAME> variables (WATTBATCH_DRY_RUN=1).\n"
+            "Precedence: command line > #WATTBATCH > environment > site config.\n")
