@@ -1,30 +1,42 @@
-"""Name -> policy factory. Every policy a site or the simulator can name is listed here."""
+"""Name -> policy. Every policy a site or the simulator can name is listed here.
+
+Entries are ``module:Class`` strings imported on first use, so ``wattbatch`` with the
+baseline policy never pays for importing the others (and their physics tables).
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from ..errors import ConfigError
 from .base import Policy
-from .baseline import SlurmDefault
 
-_FACTORIES: dict[str, Callable[[], Policy]] = {
-    "slurm-default": SlurmDefault,
-    "baseline": SlurmDefault,
+_POLICIES: dict[str, str | Callable[[], Policy]] = {
+    "slurm-default": "baseline:SlurmDefault",
+    "baseline": "baseline:SlurmDefault",
+    "fifo-packed": "fifo_packed:FifoPacked",
+    "gandiva": "gandiva:Gandiva",
+    "oracle-bound": "oracle:OracleBound",
+    "slurm-powersave": "powersave:SlurmPowersave",
+    "eaco": "eaco:Eaco",
 }
 
 
 def register(name: str, factory: Callable[[], Policy]) -> None:
-    _FACTORIES[name] = factory
+    """Add a policy (a site's own, or a test's)."""
+    _POLICIES[name] = factory
 
 
 def policy_names() -> list[str]:
-    return sorted(_FACTORIES)
+    return sorted(_POLICIES)
 
 
 def get_policy(name: str, source: str = "policy name") -> Policy:
-    try:
-        return _FACTORIES[name]()
-    except KeyError:
-        raise ConfigError(source, "policy", name,
-                          f"choose one of: {', '.join(policy_names())}") from None
+    entry = _POLICIES.get(name)
+    if entry is None:
+        raise ConfigError(source, "policy", name, f"choose one of: {', '.join(policy_names())}")
+    if callable(entry):
+        return entry()
+    module, cls = entry.split(":")
+    return getattr(importlib.import_module(f".{module}", __package__), cls)()
