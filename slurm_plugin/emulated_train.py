@@ -87,6 +87,22 @@ class Reporter:
                       "on, further failures are not shown", file=sys.stderr, flush=True)
 
 
+def default_slowdown_file() -> Path | None:
+    """Under Slurm, ``<node.state_dir>/emulated/slowdown-$SLURM_JOB_ID`` (see node/emulated.py)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return None
+    try:
+        from slurm_plugin.config import load
+        from slurm_plugin.node.emulated import slowdown_path
+
+        return slowdown_path(load()["node.state_dir"], job_id)
+    except Exception as exc:          # training never stops for want of the emulation
+        print(f"emulated_train: warning: no slowdown file ({exc}); running unslowed",
+              file=sys.stderr, flush=True)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, required=True, help="total steps")
@@ -95,8 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", type=Path, required=True, help="checkpoint file (JSON)")
     ap.add_argument("--samples-per-step", type=int, default=32)
     ap.add_argument("--slowdown-file", type=Path, default=None,
-                    help="file holding the current slowdown factor (>= 1.0)")
+                    help="file holding the current slowdown factor (>= 1.0); default under "
+                    "Slurm: the one the emulated GPU collector writes for this job")
     args = ap.parse_args(argv)
+    if args.slowdown_file is None:
+        args.slowdown_file = default_slowdown_file()
     if args.steps < 1 or args.steps_per_epoch < 1 or args.step_s < 0:
         ap.error("--steps and --steps-per-epoch must be >= 1 and --step-s >= 0")
 

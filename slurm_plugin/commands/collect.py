@@ -20,7 +20,8 @@ from ..telemetry.influx import InfluxClient
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help="With --interval: stop after N samples.")
 @click.option("--source", default=None, help="GPU source (default: site node.gpu_source).")
-@click.option("--node", default=None, help="Node name (default: $SLURMD_NODENAME or host).")
+@click.option("--node", default=None,
+              help="Node name (default: $SLURMD_NODENAME or host); emulated: a list or 'all'.")
 @click.option("--json", "as_json", is_flag=True, help="--once: print the readings as JSON.")
 def collect(once: bool, interval_s: float | None, count: int | None, source: str | None,
             node: str | None, as_json: bool) -> None:
@@ -30,7 +31,7 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
     if once == (interval_s is not None):
         raise click.UsageError("give exactly one of --once or --interval S")
     cfg = config.load()
-    gpu_source = make_source(source or cfg["node.gpu_source"], node or node_name())
+    gpu_source = make_source(source or cfg["node.gpu_source"], node or node_name(), cfg)
     client = InfluxClient.from_config(cfg)
     if once:
         readings = collect_once(gpu_source, client, cfg["cluster.name"])

@@ -27,7 +27,7 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
     cfg = config.load(environ=environ)
     client = InfluxClient.from_config(cfg)
     node = node_name()
-    source = make_source(cfg["node.gpu_source"], node)
+    source = make_source(cfg["node.gpu_source"], node, cfg)
     result = finish(source, node, job_id, cfg["node.state_dir"], time.time(),
                     provider_from_config(cfg, client))
     user = environ.get("SLURM_JOB_USER", "") or environ.get("USER", "")

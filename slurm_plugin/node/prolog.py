@@ -24,7 +24,7 @@ def prolog(environ: Mapping[str, str]) -> str:
     if not gpus:
         return f"job {job_id}: no GPUs, nothing to record"
     cfg = config.load(environ=environ)
-    source = make_source(cfg["node.gpu_source"], node_name())
+    source = make_source(cfg["node.gpu_source"], node_name(), cfg)
     record_start(source, job_id, gpus, cfg["node.state_dir"], time.time())
     return f"job {job_id}: recorded start energy of GPUs {list(gpus)}"
 

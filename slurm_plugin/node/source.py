@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from ..errors import ConfigError, TelemetryError
 from ..model import GpuReading
@@ -62,11 +62,21 @@ class NvmlSource:
         return out
 
 
-SOURCES: dict[str, Callable[[str], GpuSource]] = {"nvml": NvmlSource}
+def _emulated(node: str, cfg: Any) -> GpuSource:
+    from ..slurm.snapshot import snapshot
+    from .emulated import EmulatedSource
+
+    return EmulatedSource(node, lambda: snapshot(cfg), cfg["node.state_dir"])
 
 
-def make_source(name: str, node: str) -> GpuSource:
+SOURCES: dict[str, Callable[[str, Any], GpuSource]] = {
+    "nvml": lambda node, cfg: NvmlSource(node),
+    "emulated": _emulated,
+}
+
+
+def make_source(name: str, node: str, cfg: Any) -> GpuSource:
     if name not in SOURCES:
         raise ConfigError("site config", "node.gpu_source", name,
                           f"choose one of: {', '.join(sorted(SOURCES))}")
-    return SOURCES[name](node)
+    return SOURCES[name](node, cfg)

@@ -1,0 +1,44 @@
+"""Emulated GPUs: the physics applied to what Slurm placed on each fake GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node
+from slurm_plugin.node.emulated import EmulatedSource, gpu_state, slowdown_path
+from slurm_plugin.physics import idle_power_w, job_class
+
+
+def job(jid: str, app: str, node: str = "gpu1", index: int = 0, shards: int = 0) -> Job:
+    return Job(jid, "RUNNING", app=app, uses=(GpuUse(node, index, shards),))
+
+
+def test_idle_gpu_draws_idle_power():
+    util, power, mem, slow = gpu_state(Gpu("gpu1", 0), {})
+    assert (util, mem, slow) == (0.0, 0.0, {}) and power == idle_power_w("V100")
+
+
+def test_shared_gpu_draws_less_than_two_gpus_and_slows_both():
+    a, b = job("1", "lstm", shards=2), job("2", "lstm", shards=2)
+    shared = Gpu("gpu1", 0, shard_jobs=("1", "2"), shards_total=4, shards_used=4)
+    util, power, _, slow = gpu_state(shared, {"1": a, "2": b})
+    solo = job_class("lstm").power_at(1)
+    assert power < 2 * solo                 # one GPU, not two
+    assert power > solo * 0.9               # but busier than one job alone
+    assert slow["1"] > 1.05 and slow["2"] > 1.05
+    assert util <= 100.0
+
+
+def test_source_integrates_energy_and_writes_slowdowns(tmp_path):
+    t = [1000.0]
+    a, b = job("1", "lstm", shards=2), job("2", "vgg16", shards=2)
+    gpus = (Gpu("gpu1", 0, shard_jobs=("1", "2")), Gpu("gpu1", 1))
+    cluster = Cluster(nodes=(Node("gpu1", gpus=gpus),), jobs={"1": a, "2": b})
+    src = EmulatedSource("all", lambda: cluster, tmp_path, clock=lambda: t[0])
+    first = src.read()
+    t[0] += 10.0
+    second = src.read()
+    assert [r.energy_j for r in first] == [0.0, 0.0]
+    assert second[1].energy_j == pytest.approx(10.0 * idle_power_w("V100"))
+    assert second[0].energy_j == pytest.approx(10.0 * second[0].power_w)
+    assert float(slowdown_path(tmp_path, "1").read_text()) > 1.0
