@@ -12,6 +12,11 @@ from .errors import WattError
 # module name in slurm_plugin.commands -> attribute holding the click command
 _COMMANDS: list[tuple[str, str]] = [
     ("policies", "policies"),
+    ("localcluster", "group"),
+    ("carbon", "carbon"),
+    ("collect", "collect"),
+    ("simulate", "simulate"),
+    ("reconcile", "reconcile"),
 ]
 
 

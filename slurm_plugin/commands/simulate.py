@@ -1,0 +1,188 @@
+"""``wattctl simulate``: replay a trace through a policy (or several) and print the metrics."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import load as load_config
+from ..sim.carbon import load_carbon
+from ..sim.cluster import ClusterSpec, load_cluster
+from ..sim.metrics import FIELDS
+from ..policy import get_policy
+from ..sim.run import (ORACLE, Inputs, TimelineWriter, default_trace, load_jobs,
+                       oracle_metrics, simulate as run_one)
+
+_CLUSTER_FLAGS = ("nodes", "gpus_per_node", "gpu_type")
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """Side-by-side table; with several policies, a ratio to the first after each number."""
+    base = results[0]
+    width = max(14, *(len(r["policy"]) + 10 for r in results))
+    lines = ["metric".ljust(24) + "".join(r["policy"].rjust(width) for r in results)]
+    for f in FIELDS[1:]:
+        cells = []
+        for r in results:
+            v, b = r.get(f), base.get(f)
+            cell = _fmt(v)
+            if len(results) > 1 and r is not base and isinstance(v, (int, float)) and \
+                    isinstance(b, (int, float)) and b:
+                cell += f" ({v / b:.2f}x)"
+            cells.append(cell.rjust(width))
+        lines.append(f.ljust(24) + "".join(cells))
+    if any("energy_over_oracle" in r for r in results):
+        lines.append("energy_over_oracle".ljust(24) + "".join(
+            _fmt(r.get("energy_over_oracle")).rjust(width) for r in results))
+    return "\n".join(lines)
+
+
+def _progress_bar():
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        n = int(30 * done / max(1, total))
+        click.echo(f"\r[{'#' * n}{'.' * (30 - n)}] {done}/{total} jobs", err=True, nl=False)
+    return report
+
+
+def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, float]]],
+          path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise click.UsageError("--plot needs matplotlib, which is not installed "
+                               "(pip install matplotlib), or leave out --plot") from None
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for name, pts in timelines.items():
+        if pts:
+            t0 = pts[0][0]
+            ax.step([(t - t0) / 86400 for t, _ in pts], [p / 1000 for _, p in pts], where="post",
+                    label=name, linewidth=0.8)
+    ax.set_xlabel("days since first submission")
+    ax.set_ylabel("cluster power (kW)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@click.command("simulate")
+@click.option("--trace", "trace", type=click.Path(path_type=Path), default=None,
+              help="Trace CSV (default: the built-in slice, the first 1,000 jobs of Philly "
+                   "Sep-Oct 2017).")
+@click.option("--trace-format", type=click.Choice(["philly", "canonical"]), default="philly",
+              show_default=True,
+              help="philly: timestamp,duration,num_gpus,gpu_time,cluster. canonical: job_id,"
+                   "submit_s,duration_s,num_gpus[,user,app,deadline_s,min_gpus,max_gpus].")
+@click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes  [default: 64]")
+@click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs per node  [default: 8]")
+@click.option("--gpu-type", default=None, help="GPU model with fitted physics  [default: V100]")
+@click.option("--cluster", "cluster_file", type=click.Path(path_type=Path), default=None,
+              help="Cluster TOML ([cluster] nodes, gpus_per_node, gpu_type, shards_per_gpu, "
+                   "node_base_power_w, backfill_depth, reconcile_interval_s, suspend_time_s, "
+                   "resume_delay_s, suspended_power_w); not with --nodes/--gpus-per-node/--gpu-type.")
+@click.option("--policy", default=None, help="Policy name (see `wattctl policies`).")
+@click.option("--compare", default=None,
+              help="Comma-separated policies run on the same inputs, shown side by side with "
+                   "ratios to the first (e.g. slurm-default,fifo-packed,oracle-bound).")
+@click.option("--carbon", "carbon_file", type=click.Path(path_type=Path), default=None,
+              help="Carbon-intensity CSV (Electricity Maps hourly or Time,Carbon Intensity). "
+                   "Aligned to the trace by hour of week from the series' first full week "
+                   "(Monday 00:00 UTC), wrapping around. Default: a built-in January 2023 slice.")
+@click.option("--zone", default=None, help="Carbon zone (default: site carbon.zone; built-in: GB, DE-LU).")
+@click.option("--variability", "variability_file", type=click.Path(path_type=Path), default=None,
+              help="Per-GPU variability profile CSV (PerfVar_classA..D columns, as PAL's "
+                   "32gpu-variability.csv); off unless given.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the job-class assignment and variability placement.")
+@click.option("--limit-jobs", type=click.IntRange(1), default=None, help="Only the first N jobs by submit time.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --compare).")
+@click.option("--timeline", "timeline_file", type=click.Path(path_type=Path), default=None,
+              help="Write the power/occupancy timeline CSV (one row per interval between events; "
+                   "with --compare, one file per policy: NAME inserted before the suffix).")
+@click.option("--plot", "plot_file", type=click.Path(path_type=Path), default=None,
+              help="Plot cluster power over time to a PNG (needs matplotlib).")
+def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_node: int | None,
+             gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
+             carbon_file: Path | None, zone: str | None, variability_file: Path | None, seed: int,
+             limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
+             plot_file: Path | None) -> None:
+    """Replay a GPU job trace through scheduling policies with calibrated GPU physics.
+
+    Energy integrates every GPU (idle ones too) and node base power; carbon multiplies it by the
+    carbon series aligned to the trace by hour of week from the series' first full week,
+    wrapping around. The same inputs and --seed give the same numbers.
+    """
+    if (policy is None) == (compare is None):
+        raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
+    names = [policy] if policy else [p.strip() for p in compare.split(",") if p.strip()]
+    if cluster_file is not None:
+        if any(v is not None for v in (nodes, gpus_per_node, gpu_type)):
+            raise click.UsageError("--cluster FILE replaces --nodes/--gpus-per-node/--gpu-type; "
+                                   "give one or the other")
+        spec = load_cluster(cluster_file)
+    else:
+        spec = ClusterSpec(nodes=nodes or 64, gpus_per_node=gpus_per_node or 8,
+                           gpu_type=gpu_type or "V100")
+    spec.resolved()
+    cfg = load_config()
+    for name in names:
+        get_policy(name, "--policy" if policy else "--compare")
+    inputs = Inputs(trace=trace or default_trace(), trace_format=trace_format, spec=spec,
+                    zone=zone or cfg["carbon.zone"], carbon=carbon_file,
+                    variability=variability_file, seed=seed, limit_jobs=limit_jobs)
+    jobs = load_jobs(inputs)
+    carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
+    results, timelines = [], {}
+    for name in names:
+        writer = None
+        series: list[tuple[float, float]] = []
+        if timeline_file is not None:
+            path = timeline_file if len(names) == 1 else \
+                timeline_file.with_name(f"{timeline_file.stem}-{name}{timeline_file.suffix}")
+            writer = TimelineWriter(path)
+
+        def record(row: dict[str, float], writer=writer, series=series) -> None:
+            if writer is not None:
+                writer(row)
+            if plot_file is not None:
+                series.append((row["time_s"], row["power_w"]))
+        want = writer is not None or plot_file is not None
+        try:
+            r = run_one(inputs, name, settings=cfg.section(name.replace("-", "_")), jobs=jobs,
+                        carbon=carbon, timeline=record if want else None,
+                        progress=_progress_bar())
+        finally:
+            if writer is not None:
+                writer.close()
+        if sys.stderr.isatty():
+            click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
+        results.append(r)
+        timelines[name] = series
+    oracle = next((r for r in results if r.get("bound")), None) or \
+        oracle_metrics(jobs, spec.resolved(), carbon, seed)
+    if oracle["energy_kwh"]:
+        for r in results:
+            r["energy_over_oracle"] = r["energy_kwh"] / oracle["energy_kwh"]
+    if plot_file is not None:
+        _plot(results, timelines, plot_file)
+    if as_json:
+        click.echo(json.dumps(results[0] if policy else results, indent=1, sort_keys=False))
+    else:
+        click.echo(table(results))
+

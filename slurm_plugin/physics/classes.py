@@ -1,0 +1,73 @@
+"""Job classes: measured V100 trainings with memory, utilisation, power and GPU-count scaling.
+
+Each class is one training of the Haghshenas nvidia-smi logs. A trace job without an ``app``
+gets a class with ``assign_class``: uniform over the class names in sorted order, drawn from
+``random.Random(f"{seed}:{job_id}")`` (like Gavel's and EaCO's random job-type assignment),
+so a job's class depends only on the seed and its id, not on the order jobs are read.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import InputError
+from .constants import constants, gpu_constants
+
+
+@dataclass(frozen=True, slots=True)
+class JobClass:
+    name: str
+    util_pct: float          # mean GPU utilisation per GPU at ``measured_gpus``
+    power_w: float           # mean power per GPU at ``measured_gpus``, uncapped
+    memory_mib: int          # peak GPU memory per GPU
+    measured_gpus: int
+    scaling_alpha: float     # speedup(n) = n ** scaling_alpha
+    variability_class: str   # PAL class A-D
+
+    def util_at(self, gpus: int) -> float:
+        """Per-GPU utilisation on ``gpus`` GPUs (fitted exponent, VGG16 on 1-8 GPUs)."""
+        e = constants()["scaling"]["util_exponent"]
+        return min(100.0, max(0.5, self.util_pct * (max(1, gpus) / self.measured_gpus) ** e))
+
+    def power_at(self, gpus: int, model: str = "V100") -> float:
+        """Per-GPU power on ``gpus`` GPUs: the dynamic part scales with utilisation."""
+        idle = gpu_constants(model)["idle_power_w"]
+        return idle + (self.power_w - idle) * self.util_at(gpus) / self.util_pct
+
+    def dynamic_power_at(self, gpus: int, model: str = "V100") -> float:
+        return self.power_at(gpus, model) - gpu_constants(model)["idle_power_w"]
+
+    def speedup(self, gpus: int) -> float:
+        """Throughput on ``gpus`` GPUs relative to one GPU."""
+        return max(1, gpus) ** self.scaling_alpha
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, JobClass]:
+    out = {}
+    for name, c in constants()["classes"].items():
+        out[name] = JobClass(name, c["util_pct"], c["power_w"], c["memory_mib"],
+                             c["measured_gpus"], c["scaling_alpha"], c["variability_class"])
+    return out
+
+
+def class_names() -> tuple[str, ...]:
+    return tuple(sorted(_table()))
+
+
+def job_class(name: str) -> JobClass:
+    """The class called ``name`` (case-insensitive); InputError lists the known ones."""
+    table = _table()
+    cls = table.get(name.lower())
+    if cls is None:
+        raise InputError(f"physics: app {name!r} is not a known job class; "
+                         f"choose one of: {', '.join(class_names())}")
+    return cls
+
+
+def assign_class(job_id: str, seed: int) -> str:
+    """The seeded class of a trace job that names none."""
+    names = class_names()
+    return names[random.Random(f"{seed}:{job_id}").randrange(len(names))]

@@ -1,0 +1,63 @@
+"""Per-GPU performance variability (PAL's classes A-D, measured on TACC Longhorn V100s).
+
+A profile is a CSV with columns ``PerfVar_classA`` .. ``PerfVar_classD`` (one row per GPU:
+time multiplier of that GPU for the class, 1.0 = median GPU), as PAL's 32gpu-variability.csv.
+A cluster's GPUs take the rows in a seeded shuffled order, cycling when the cluster is larger.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..resources import data_dir
+
+CLASSES = ("A", "B", "C", "D")
+BUILTIN_FILE = "variability-longhorn-32gpu.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class VariabilityProfile:
+    rows: tuple[tuple[float, float, float, float], ...]
+
+    def factors(self, gpu_count: int, seed: int) -> list[dict[str, float]]:
+        """Time multiplier per class for each of ``gpu_count`` GPUs (cluster order)."""
+        order = list(range(len(self.rows)))
+        random.Random(f"variability:{seed}").shuffle(order)
+        return [dict(zip(CLASSES, self.rows[order[i % len(order)]])) for i in range(gpu_count)]
+
+
+def load_profile(path: str | Path | None = None) -> VariabilityProfile:
+    """Read a profile; ``None`` reads the built-in Longhorn one."""
+    p = Path(path) if path else data_dir() / BUILTIN_FILE
+    try:
+        fh = p.open(newline="")
+    except OSError as exc:
+        raise InputError(f"variability: {p}: cannot read ({exc.strerror})") from None
+    rows = []
+    with fh:
+        reader = csv.DictReader(fh)
+        cols = [f"PerfVar_class{c}" for c in CLASSES]
+        missing = [c for c in cols if c not in (reader.fieldnames or [])]
+        if missing:
+            raise InputError(f"variability: {p}: line 1: field {missing[0]}: missing column; "
+                             f"expected {', '.join(cols)}")
+        for line, rec in enumerate(reader, start=2):
+            vals = []
+            for c in cols:
+                try:
+                    v = float(rec[c])
+                except (TypeError, ValueError):
+                    raise InputError(f"variability: {p}: line {line}: field {c}: "
+                                     f"{rec[c]!r} is not a number") from None
+                if v <= 0:
+                    raise InputError(f"variability: {p}: line {line}: field {c}: "
+                                     f"{v} must be positive")
+                vals.append(v)
+            rows.append(tuple(vals))
+    if not rows:
+        raise InputError(f"variability: {p}: line 2: no GPU rows")
+    return VariabilityProfile(tuple(rows))

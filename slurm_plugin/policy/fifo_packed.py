@@ -1,0 +1,86 @@
+"""``fifo-packed``: FIFO, one-GPU jobs packed onto a GPU already busy when they fit (EaCO's
+FIFO_packed baseline): first GPU, in node and index order, that holds shared jobs, has shards
+left for one more (at most ``MAX_JOBS_PER_GPU``) and memory for the job; else the first free GPU
+(as a shared job, so later jobs can join it). When jobs are already waiting, or no GPU has room,
+the job asks for shards unpinned and Slurm gives it, in its turn, the first GPU (by index) with
+room, which packs as well. Multi-GPU jobs: as slurm-default.
+"""
+
+from __future__ import annotations
+
+from ..model import Action, Cluster, Gpu, JobRequest, Placement
+from ..physics import job_class
+from .base import Context, plain_placement
+
+MAX_JOBS_PER_GPU = 2
+
+
+def resident_apps(cluster: Cluster, gpu: Gpu) -> list[str]:
+    jobs = cluster.jobs
+    return [jobs[j].app for j in gpu.shard_jobs if j in jobs and jobs[j].app]
+
+
+def fits_memory(cluster: Cluster, gpu: Gpu, app: str) -> bool:
+    used = sum(job_class(a).memory_mib for a in resident_apps(cluster, gpu))
+    return used + job_class(app).memory_mib <= gpu.memory_mib
+
+
+def shard_placement(policy: str, request: JobRequest, gpu: Gpu, shards: int, why: str) -> Placement:
+    return Placement(policy=policy, gpus=1, nodes=(gpu.node,), gpu_indexes=(gpu.index,),
+                     share_mode="shard", shards=shards, why=(why,))
+
+
+def has_backlog(ctx: Context) -> bool:
+    """Some job is waiting: a new job would wait its turn, so pinning it to a GPU that has room
+    now would only pile later jobs onto the same GPU."""
+    return any(job.pending for job in ctx.cluster.jobs.values())
+
+
+def queued_shard(policy: str, request: JobRequest, ctx: Context, why: str) -> Placement:
+    """No GPU has room now: ask Slurm for shards on whichever GPU frees first (unpinned), so
+    jobs submitted while the cluster is full do not pile up on one GPU."""
+    total = max((g.shards_total for n in ctx.cluster.nodes for g in n.gpus), default=0)
+    if total < MAX_JOBS_PER_GPU:
+        return plain_placement(policy, request, why)
+    return Placement(policy=policy, gpus=1, share_mode="shard", shards=total // MAX_JOBS_PER_GPU,
+                     why=(why,))
+
+
+def shardable(request: JobRequest, gpu_model_ok: bool = True) -> bool:
+    """Only one-GPU jobs that know their class and did not opt out are packed."""
+    return (request.total_gpus == 1 and bool(request.app) and request.allow_share is not False
+            and "share" not in request.opt_out and gpu_model_ok)
+
+
+class FifoPacked:
+    name = "fifo-packed"
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        if not shardable(request):
+            return plain_placement(self.name, request, "fifo-packed: multi-GPU job, exclusive GPUs")
+        if has_backlog(ctx):
+            return queued_shard(self.name, request, ctx,
+                                "fifo-packed: jobs are waiting; Slurm gives it the first GPU with room")
+        free = None
+        for node in ctx.cluster.nodes:
+            if not node.available:
+                continue
+            for g in node.gpus:
+                if g.shards_total < MAX_JOBS_PER_GPU or g.exclusive_job:
+                    continue
+                per_job = g.shards_total // MAX_JOBS_PER_GPU
+                if g.shard_jobs:
+                    if g.shards_used + per_job <= g.shards_total and \
+                            fits_memory(ctx.cluster, g, request.app):
+                        return shard_placement(self.name, request, g, per_job,
+                                               f"fifo-packed: packed onto busy {g.node}:{g.index}")
+                elif free is None:
+                    free = (g, per_job)
+        if free is not None:
+            return shard_placement(self.name, request, free[0], free[1],
+                                   f"fifo-packed: no busy GPU fits; free {free[0].node}:{free[0].index}")
+        return queued_shard(self.name, request, ctx,
+                            "fifo-packed: no GPU has room now; Slurm gives it the first that has")
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return ()

@@ -1,0 +1,71 @@
+"""``gandiva``: Gandiva-style packing when the queue is long, migration off.
+
+While fewer than ``QUEUE_THRESHOLD`` jobs wait and a GPU is free, a one-GPU job gets a free GPU
+to itself (as a shared job, so it can be packed with later). When the queue is long or no GPU is
+free, it is packed onto the busy shared GPU with the lowest summed utilisation of its residents
+(Gandiva packs by profiled utilisation), if that sum plus its own stays at most 100% and its
+memory fits. Multi-GPU jobs: as slurm-default. No migration: reconcile does nothing.
+"""
+
+from __future__ import annotations
+
+from ..model import Action, JobRequest, Placement
+from ..physics import job_class
+from .base import Context, plain_placement
+from .fifo_packed import fits_memory, has_backlog, queued_shard, resident_apps, shard_placement, shardable
+
+QUEUE_THRESHOLD = 8
+MAX_JOBS_PER_GPU = 2
+
+
+def _queue_is_long(ctx: Context) -> bool:
+    waiting = 0
+    for job in ctx.cluster.jobs.values():
+        if job.pending:
+            waiting += 1
+            if waiting >= QUEUE_THRESHOLD:
+                return True
+    return False
+
+
+class Gandiva:
+    name = "gandiva"
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        if not shardable(request):
+            return plain_placement(self.name, request, "gandiva: multi-GPU job, exclusive GPUs")
+        if has_backlog(ctx):
+            return queued_shard(self.name, request, ctx,
+                                "gandiva: jobs are waiting; packed by Slurm onto the first GPU with room")
+        mine = job_class(request.app).util_at(1)
+        free, best, best_util = None, None, 101.0
+        for node in ctx.cluster.nodes:
+            if not node.available:
+                continue
+            for g in node.gpus:
+                if g.shards_total < MAX_JOBS_PER_GPU or g.exclusive_job:
+                    continue
+                if not g.shard_jobs:
+                    free = free or g
+                    continue
+                util = sum(job_class(a).util_at(1) for a in resident_apps(ctx.cluster, g))
+                if (util < best_util and util + mine <= 100
+                        and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
+                        and fits_memory(ctx.cluster, g, request.app)):
+                    best, best_util = g, util
+        per_job = (free or best).shards_total // MAX_JOBS_PER_GPU if (free or best) else 0
+        if free is not None and not _queue_is_long(ctx):
+            return shard_placement(self.name, request, free, per_job,
+                                   f"gandiva: queue short, free {free.node}:{free.index}")
+        if best is not None:
+            return shard_placement(self.name, request, best, per_job,
+                                   f"gandiva: queue long, packed onto {best.node}:{best.index} "
+                                   f"(resident util {best_util:.0f}%)")
+        if free is not None:
+            return shard_placement(self.name, request, free, per_job,
+                                   f"gandiva: nothing to pack with, free {free.node}:{free.index}")
+        return queued_shard(self.name, request, ctx,
+                            "gandiva: no GPU has room now; Slurm gives it the first that has")
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return ()

@@ -1,0 +1,64 @@
+"""``oracle-bound``: a lower bound on energy, not a schedule.
+
+Each job runs at its most energy-efficient power cap, with no interference and no waiting, and
+idle GPUs and nodes draw nothing: a job pays its dynamic GPU power plus a share of the static
+power (GPU idle power and node base power) in proportion to its utilisation, as on a perfectly
+packed cluster with no idle capacity. The simulator computes it from the trace
+(``energy_bound``); as a live policy it advises that power cap and changes nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..model import Action, JobRequest, Placement
+from ..physics import (cap_settings_w, cap_slowdown, capped_power_w, idle_power_w, job_class,
+                       node_base_power_w)
+from .base import Context, plain_placement
+
+
+@dataclass(frozen=True, slots=True)
+class JobBound:
+    energy_j: float        # all of it: dynamic GPU + static share
+    gpu_energy_j: float    # dynamic GPU + GPU idle share
+    power_w: float         # average power over the run
+    duration_s: float      # run time at that cap
+    power_cap_w: float | None
+
+
+def energy_bound(app: str, gpus: int, duration_s: float, gpu_type: str = "V100",
+                 gpus_per_node: int = 8, node_base_w: float | None = None) -> JobBound:
+    """The least energy job ``app`` on ``gpus`` GPUs, ``duration_s`` uncapped, can use."""
+    cls = job_class(app)
+    idle = idle_power_w(gpu_type)
+    base = node_base_power_w() if node_base_w is None else node_base_w
+    p0 = cls.power_at(gpus, gpu_type)
+    share = cls.util_at(gpus) / 100
+    best: JobBound | None = None
+    for cap in (None,) + cap_settings_w(gpu_type):
+        slow = cap_slowdown(p0, cap, gpu_type)
+        dyn = capped_power_w(p0, cap, gpu_type) - idle
+        gpu_w = dyn + share * idle
+        w = gpus * (gpu_w + share * base / gpus_per_node)
+        e = w * slow * duration_s
+        if best is None or e < best.energy_j - 1e-9:
+            best = JobBound(e, gpus * gpu_w * slow * duration_s, w, slow * duration_s, cap)
+    assert best is not None
+    return best
+
+
+class OracleBound:
+    name = "oracle-bound"
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        if not request.app:
+            return plain_placement(self.name, request, "oracle-bound: no job class known")
+        model = request.gpu_model.upper() or "V100"
+        b = energy_bound(request.app, max(1, request.total_gpus), 1.0, model)
+        if b.power_cap_w is None:
+            return plain_placement(self.name, request, "oracle-bound: uncapped is most efficient")
+        return Placement(policy=self.name, gpus=request.gpus, power_cap_w=b.power_cap_w,
+                         why=(f"oracle-bound: cap {b.power_cap_w:.0f} W uses the least energy",))
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return ()

@@ -1,0 +1,27 @@
+"""``slurm-powersave``: Slurm's own power saving; placement as ``slurm-default``.
+
+Idle nodes are suspended after ``SuspendTime`` (10 minutes) and resumed on demand, the job
+waiting for the boot (``ResumeTimeout``). These are slurm.conf settings, not per-job decisions:
+the policy declares them in ``slurm_settings``; the simulator applies them to its nodes and a
+live site puts them in slurm.conf.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from ..model import Action, JobRequest, Placement
+from ..physics import node_resume_delay_s
+from .base import Context, plain_placement
+
+
+class SlurmPowersave:
+    name = "slurm-powersave"
+    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        return plain_placement(self.name, request,
+                               "baseline: Slurm places the job; idle nodes power down after 10 min")
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return ()

@@ -1,0 +1,88 @@
+"""Carbon intensity for the simulator, aligned to the trace by hour of week.
+
+The series (read by ``telemetry.carbon_csv``) is averaged per hour and cut to whole weeks
+starting at its first Monday 00:00 UTC. Trace time maps to it by hour of week, counted from the
+trace's own first Monday 00:00 UTC at or before its first submission, week after week, wrapping
+around at the series' end. Without ``--carbon`` the built-in slice for the zone is used.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..errors import InputError
+from ..resources import data_dir
+from ..telemetry.carbon_csv import load
+
+WEEK_S = 7 * 86400
+_MONDAY0_S = 4 * 86400  # 1970-01-05 00:00 UTC was a Monday
+
+
+def week_start_s(t_s: float) -> float:
+    """Monday 00:00 UTC at or before ``t_s``."""
+    return t_s - ((t_s - _MONDAY0_S) % WEEK_S)
+
+
+def builtin_zones() -> list[str]:
+    return sorted(p.name[len("carbon-"):-len("-2023-01.csv")]
+                  for p in data_dir().glob("carbon-*-2023-01.csv"))
+
+
+class WeekAlignedCarbon:
+    """Hourly gCO2/kWh over whole weeks, with a cumulative integral for O(1) lookups."""
+
+    def __init__(self, zone: str, hourly: list[float], source: str, origin_s: float) -> None:
+        self.zone, self.hourly, self.source, self.origin_s = zone, hourly, source, origin_s
+        self._cum = [0.0]
+        for v in hourly:
+            self._cum.append(self._cum[-1] + v)
+
+    def _integral_to(self, t_s: float) -> float:
+        x = (t_s - self.origin_s) / 3600
+        n = len(self.hourly)
+        wraps, r = divmod(x, n)
+        i = min(int(r), n - 1)
+        return wraps * self._cum[n] + self._cum[i] + (r - i) * self.hourly[i]
+
+    def at(self, t_s: float) -> float:
+        """gCO2/kWh at trace time ``t_s``."""
+        return self.hourly[int(math.floor((t_s - self.origin_s) / 3600)) % len(self.hourly)]
+
+    def integral_h(self, t0_s: float, t1_s: float) -> float:
+        """Integral of the intensity over [t0, t1], in gCO2/kWh x hours."""
+        return self._integral_to(t1_s) - self._integral_to(t0_s)
+
+
+def load_carbon(path: str | Path | None, zone: str, trace_start_s: float) -> WeekAlignedCarbon:
+    """The aligned series of ``zone`` from ``path`` (None: the built-in slice)."""
+    if path is None:
+        p = data_dir() / f"carbon-{zone}-2023-01.csv"
+        if not p.exists():
+            raise InputError(f"carbon: zone {zone!r} has no built-in series; built-in zones: "
+                             f"{', '.join(builtin_zones())}; or give --carbon FILE")
+    else:
+        p = Path(path)
+    series = load(p)
+    if series.zone and series.zone != zone and zone not in p.name:
+        raise InputError(f"carbon: {p}: field 'Zone Id': the file holds zone {series.zone!r}, "
+                         f"not {zone!r}; pass --zone {series.zone} or another file")
+    per_hour: dict[int, list[float]] = {}
+    for pt in series.points:
+        per_hour.setdefault(int(pt.time_s // 3600), []).append(pt.gco2_per_kwh)
+    first = min(per_hour) * 3600
+    start = week_start_s(first)
+    if start < first:
+        start += WEEK_S
+    weeks = int(((max(per_hour) + 1) * 3600 - start) // WEEK_S)
+    if weeks < 1:
+        raise InputError(f"carbon: {p}: less than one full week from its first Monday 00:00 UTC; "
+                         "give a file of at least 14 days")
+    hourly: list[float] = []
+    prev = per_hour[min(per_hour)][0]
+    h0 = int(start // 3600)
+    for h in range(h0, h0 + weeks * 168):
+        vals = per_hour.get(h)
+        prev = sum(vals) / len(vals) if vals else prev  # a gap repeats the previous hour
+        hourly.append(prev)
+    return WeekAlignedCarbon(zone, hourly, str(p), week_start_s(trace_start_s))

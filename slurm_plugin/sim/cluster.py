@@ -1,0 +1,110 @@
+"""The simulated cluster's shape and options: flags or a ``--cluster FILE.toml``.
+
+```toml
+[cluster]
+nodes = 64
+gpus_per_node = 8
+gpu_type = "V100"
+shards_per_gpu = 4          # shards a GPU offers for sharing (0: no sharing)
+node_base_power_w = 400.0   # default from the fitted physics
+backfill_depth = 100        # Slurm bf_max_job_test
+reconcile_interval_s = 300.0
+suspend_time_s = 600.0      # Slurm SuspendTime (power saving); absent = nodes stay powered
+resume_delay_s = 300.0      # boot time of a suspended node
+suspended_power_w = 15.0
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..physics import (idle_power_w, node_base_power_w, node_resume_delay_s,
+                       node_suspended_power_w)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    nodes: int = 64
+    gpus_per_node: int = 8
+    gpu_type: str = "V100"
+    shards_per_gpu: int = 4
+    node_base_power_w: float | None = None
+    backfill_depth: int = 100
+    reconcile_interval_s: float = 300.0
+    suspend_time_s: float | None = None
+    resume_delay_s: float | None = None
+    suspended_power_w: float | None = None
+
+    @property
+    def gpu_count(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def resolved(self) -> "ClusterSpec":
+        """Fill the physics defaults and check the GPU type has a fitted power model."""
+        idle_power_w(self.gpu_type)
+        return replace(
+            self,
+            node_base_power_w=node_base_power_w() if self.node_base_power_w is None
+            else self.node_base_power_w,
+            resume_delay_s=node_resume_delay_s() if self.resume_delay_s is None
+            else self.resume_delay_s,
+            suspended_power_w=node_suspended_power_w() if self.suspended_power_w is None
+            else self.suspended_power_w)
+
+    def with_slurm_settings(self, settings: dict[str, Any]) -> "ClusterSpec":
+        """Apply the slurm.conf power-saving settings a policy declares (SuspendTime,
+        ResumeTimeout), unless the cluster file already sets them."""
+        spec = self
+        if "SuspendTime" in settings and spec.suspend_time_s is None:
+            spec = replace(spec, suspend_time_s=float(settings["SuspendTime"]))
+        if "ResumeTimeout" in settings and spec.resume_delay_s is None:
+            spec = replace(spec, resume_delay_s=float(settings["ResumeTimeout"]))
+        return spec
+
+
+_MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w": 0,
+        "backfill_depth": 1, "reconcile_interval_s": 1, "suspend_time_s": 0,
+        "resume_delay_s": 0, "suspended_power_w": 0}
+
+
+def load_cluster(path: str | Path) -> ClusterSpec:
+    """Read ``[cluster]`` from a TOML file; errors name the file, key and value."""
+    p = Path(path)
+    try:
+        table = tomllib.loads(p.read_text())
+    except OSError as exc:
+        raise ConfigError(str(p), "(file)", str(p), f"cannot read ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), "(file)", str(exc), "fix the TOML syntax") from None
+    body = table.get("cluster")
+    if not isinstance(body, dict):
+        raise ConfigError(str(p), "cluster", None, "add a [cluster] table")
+    known = {f.name: f for f in fields(ClusterSpec)}
+    values: dict[str, Any] = {}
+    for key, raw in body.items():
+        if key not in known:
+            raise ConfigError(str(p), f"cluster.{key}", raw,
+                              f"unknown key; valid keys: {', '.join(known)}")
+        if key == "gpu_type":
+            if not isinstance(raw, str):
+                raise ConfigError(str(p), f"cluster.{key}", raw, "expected a string")
+            values[key] = raw
+            continue
+        want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth")
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (want_int and not isinstance(raw, int)):
+            raise ConfigError(str(p), f"cluster.{key}", raw,
+                              f"expected {'an integer' if want_int else 'a number'}")
+        if raw < _MIN[key]:
+            raise ConfigError(str(p), f"cluster.{key}", raw, f"must be at least {_MIN[key]}")
+        values[key] = raw if want_int else float(raw)
+    spec = ClusterSpec(**values)
+    try:
+        spec.resolved()
+    except ConfigError as exc:
+        raise ConfigError(str(p), "cluster.gpu_type", spec.gpu_type, exc.fix) from None
+    return spec

@@ -1,0 +1,601 @@
+"""The event loop: Slurm's own scheduling plus the policy's advice, driven by the physics.
+
+Slurm is emulated as configured out of the box: jobs in priority (submit) order, EASY backfill
+(the first blocked job gets a reservation; later jobs start now only if they end before it or
+leave its GPUs alone; estimates are the trace durations, as a user's exact time limit; at most
+``backfill_depth`` jobs are looked at per pass), whole GPUs, nodes first-fit in name order. A
+policy's ``Placement`` is honoured as Slurm honours the sbatch options wattbatch renders from it:
+pinned nodes and GPU indexes, shards on a shared GPU, ``--begin``, a power cap. Every
+``reconcile_interval_s`` the policy's ``reconcile`` runs and its Actions are applied.
+
+Jobs sharing a GPU progress at their co-location slowdown; rates are recomputed on every start
+and finish. Power is piecewise constant between events and integrated exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from ..model import Action, Cluster, GpuUse, Job, JobRequest, Placement, Readings
+from ..physics import (assign_class, cap_slowdown, capped_power_w, clamp_cap_w, group_slowdowns,
+                       idle_power_w, job_class, max_power_w)
+from ..physics.constants import gpu_constants
+from ..policy.base import Context, Policy, plain_placement
+from .carbon import WeekAlignedCarbon
+from .cluster import ClusterSpec
+from .metrics import Metrics
+from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob
+from .trace import TraceJob
+from .views import GpuReadings, ProgressView
+
+_FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE = range(5)
+_EPS = 1e-9
+
+
+class Simulator:
+    """One run of one policy over one trace. ``run()`` returns the metrics dict."""
+
+    def __init__(self, jobs: list[TraceJob], spec: ClusterSpec, policy: Policy, *,
+                 carbon: WeekAlignedCarbon | None = None, seed: int = 0,
+                 variability: list[dict[str, float]] | None = None,
+                 settings: Mapping[str, Any] | None = None,
+                 timeline: Callable[[dict[str, float]], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.spec = spec.with_slurm_settings(getattr(policy, "slurm_settings", {})).resolved()
+        self.policy, self.carbon, self.seed = policy, carbon, seed
+        self.settings = MappingProxyType(dict(settings or {}))
+        self.history: dict[str, float] = {}
+        self.history_view = MappingProxyType(self.history)
+        self.trace = jobs
+        self.timeline, self.progress = timeline, progress
+        gt = self.spec.gpu_type
+        self.idle_w = idle_power_w(gt)
+        self.max_power_w = max_power_w(gt)
+        self.memory_mib = int(gpu_constants(gt).get("memory_mib", 32768))
+        self.nodes: list[NodeState] = []
+        width = len(str(self.spec.nodes - 1))
+        for i in range(self.spec.nodes):
+            n = NodeState(i, f"node{i:0{width}d}")
+            for k in range(self.spec.gpus_per_node):
+                var = variability[i * self.spec.gpus_per_node + k] if variability else None
+                g = GpuState(n, k, var)
+                g.power_w = self.idle_w
+                n.gpus.append(g)
+            n.free = self.spec.gpus_per_node
+            self.nodes.append(n)
+        self.node_by_name = {n.name: n for n in self.nodes}
+        self.now = jobs[0].submit_s if jobs else 0.0
+        for n in self.nodes:
+            n.idle_since = self.now
+        self.free_total = self.spec.gpu_count
+        self.pending: list[SimJob] = []
+        self.pending_shared = 0
+        self.running: dict[str, SimJob] = {}
+        self.job_views: dict[str, Job] = {}
+        self.jobs_view = MappingProxyType(self.job_views)
+        self.by_id: dict[str, SimJob] = {}
+        self.heap: list[tuple] = []
+        self.seq = 0
+        self.metrics = Metrics(len(jobs))
+        self.gpu_power_total = self.idle_w * self.spec.gpu_count
+        self.node_power_total = self.spec.node_base_power_w * self.spec.nodes
+        self.busy_gpus = 0
+        self.nodes_on = self.spec.nodes
+        self.dirty = False
+        self.nodes_changed = True
+        self.node_views: tuple = ()
+        self._forecast_cache: tuple[int, tuple] = (-1, ())
+
+    # ---------------------------------------------------------------- event plumbing
+    def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, obj, token))
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            p = self.gpu_power_total + self.node_power_total
+            m = self.metrics
+            m.energy_j += p * dt
+            m.gpu_energy_j += self.gpu_power_total * dt
+            m.busy_gpu_s += self.busy_gpus * dt
+            m.node_on_s += self.nodes_on * dt
+            if self.carbon is not None:
+                m.carbon_g += p * self.carbon.integral_h(self.now, t) / 1000.0
+            if self.timeline is not None:
+                self.timeline({"time_s": self.now, "duration_s": dt, "power_w": p,
+                               "gpu_power_w": self.gpu_power_total, "busy_gpus": self.busy_gpus,
+                               "running_jobs": len(self.running), "pending_jobs": len(self.pending),
+                               "nodes_on": self.nodes_on})
+            self.now = t
+
+    def _touch(self, n: NodeState) -> None:
+        n.dirty = True
+        n.avail = None
+        self.nodes_changed = True
+
+    # ---------------------------------------------------------------- policy calls
+    def context(self) -> Context:
+        """What a policy sees now: the same frozen types as on the live cluster."""
+        spec = self.spec
+        if self.nodes_changed:
+            self.node_views = tuple(n.model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+                                    for n in self.nodes)
+            self.nodes_changed = False
+        cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim")
+        ci, forecast = None, ()
+        if self.carbon is not None:
+            hour = int(self.now // 3600)
+            if self._forecast_cache[0] != hour:
+                self._forecast_cache = (hour, tuple(
+                    (h * 3600.0, self.carbon.at(h * 3600.0)) for h in range(hour, hour + 48)))
+            ci, forecast = self.carbon.at(self.now), self._forecast_cache[1]
+        readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
+                            carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
+        return Context(cluster=cluster, readings=readings, now_s=self.now,
+                       settings=self.settings, history=self.history_view)
+
+    def _request(self, t: TraceJob, app: str) -> JobRequest:
+        gpn = self.spec.gpus_per_node
+        nodes = -(-t.num_gpus // gpn)
+        return JobRequest(name=f"job{t.job_id}", user=t.user, gpus=-(-t.num_gpus // nodes),
+                          num_nodes=nodes, gpu_model=self.spec.gpu_type.lower(),
+                          time_limit_s=t.duration_s, deadline_s=t.deadline_s, app=app,
+                          min_gpus=t.min_gpus, max_gpus=t.max_gpus, submit_s=t.submit_s,
+                          job_id=t.job_id, repeat_key=f"{t.user}:{app}")
+
+    def _advise(self, j: SimJob) -> Placement:
+        try:
+            pl = self.policy.advise(j.req, self.context())
+        except Exception:   # fail-open, as wattbatch: the job goes in unchanged
+            self.metrics.policy_fallbacks += 1
+            return plain_placement(self.policy.name, j.req, "policy failed: fail-open")
+        if not self._placement_valid(j, pl):
+            self.metrics.policy_fallbacks += 1
+            return plain_placement(self.policy.name, j.req, "invalid placement: fail-open")
+        return pl
+
+    def _placement_valid(self, j: SimJob, pl: Placement) -> bool:
+        gpn = self.spec.gpus_per_node
+        if pl.gpus < 1 or pl.gpus > gpn or any(n not in self.node_by_name for n in pl.nodes):
+            return False
+        if pl.gpu_indexes and (len(pl.nodes) != 1 or len(pl.gpu_indexes) != pl.gpus
+                               or any(not 0 <= i < gpn for i in pl.gpu_indexes)):
+            return False
+        if pl.share_mode != "exclusive" and not (
+                self.spec.shards_per_gpu and 1 <= pl.shards <= self.spec.shards_per_gpu):
+            return False
+        return True
+
+    def _apply_placement(self, j: SimJob, pl: Placement) -> None:
+        j.pl = pl
+        old_total = j.total_gpus or j.t.num_gpus
+        j.per_node = pl.gpus
+        j.num_nodes = len(pl.nodes) if pl.nodes else j.req.num_nodes
+        j.share = pl.share_mode != "exclusive"
+        j.shards = pl.shards if j.share else 0
+        j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
+        j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
+        if j.total_gpus != old_total:
+            j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
+        if pl.begin_s is not None and pl.begin_s > j.begin_s:
+            j.begin_s = pl.begin_s
+            self._push(pl.begin_s, _BEGIN, j)
+
+    # ---------------------------------------------------------------- submit / queue
+    def _submit(self, t: TraceJob) -> None:
+        app = t.app or assign_class(t.job_id, self.seed)
+        j = SimJob(t, job_class(app), self._request(t, app))
+        self.by_id[j.id] = j
+        j.per_node, j.num_nodes = j.req.gpus, j.req.num_nodes
+        self._apply_placement(j, self._advise(j))
+        self._enqueue(j)
+
+    def _enqueue(self, j: SimJob) -> None:
+        j.state = PENDING
+        self.pending.append(j)
+        if len(self.pending) > 1 and self.pending[-2].t.submit_s > j.t.submit_s:
+            self.pending.sort(key=lambda x: (x.t.submit_s, x.t.line))   # requeued: keeps priority
+        self.pending_shared += j.share
+        self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
+                                   gpus=0 if j.share else j.per_node, shards=j.shards,
+                                   num_nodes=j.num_nodes, submit_s=j.t.submit_s,
+                                   time_limit_s=j.t.duration_s, restart_count=j.restarts,
+                                   app=j.cls.name, comment=j.pl.policy if j.pl else "")
+        self.dirty = True
+
+    # ---------------------------------------------------------------- fitting
+    def _node_order(self) -> list[NodeState]:
+        if self.nodes_on == self.spec.nodes:
+            return self.nodes
+        return [n for n in self.nodes if n.power != OFF] + [n for n in self.nodes if n.power == OFF]
+
+    def _gpu_fits(self, g: GpuState, j: SimJob) -> bool:
+        if j.share:
+            return not g.exclusive and g.shards_used + j.shards <= self.spec.shards_per_gpu
+        return not g.jobs
+
+    def _fit(self, j: SimJob) -> list[GpuState] | None:
+        g_need = j.per_node
+        if j.pin_indexes:
+            node = self.node_by_name[j.pin_nodes[0]]
+            gpus = [node.gpus[i] for i in j.pin_indexes]
+            return gpus if all(self._gpu_fits(g, j) for g in gpus) else None
+        if not j.share and g_need * j.num_nodes > self.free_total:
+            return None
+        pinned = set(j.pin_nodes)
+        out: list[GpuState] = []
+        nodes_found = 0
+        for n in self._node_order():
+            if pinned and n.name not in pinned:
+                continue
+            if not j.share:
+                if n.free < g_need:
+                    continue
+                chosen = [g for g in n.gpus if not g.jobs][:g_need]
+            else:
+                chosen = [g for g in n.gpus if self._gpu_fits(g, j)][:g_need]
+                if len(chosen) < g_need:
+                    continue
+            out += chosen
+            nodes_found += 1
+            if nodes_found == j.num_nodes:
+                return out
+        return None
+
+    # ---------------------------------------------------------------- EASY backfill
+    def _avail(self, n: NodeState) -> list[float]:
+        """Per node, when its k-th GPU becomes free (k = 1..gpus), from running jobs' estimated
+        ends; cached until the node changes."""
+        if n.avail is None:
+            times = [0.0] * n.free
+            for jb in n.jobs.values():
+                times += [jb.est_end_s] * jb.per_node
+            times.sort()
+            n.avail = times[:len(n.gpus)]
+        return n.avail
+
+    def _reserve(self, head: SimJob) -> tuple[float, dict[str, int]]:
+        """Shadow time of the blocked head job and, per reserved node, GPUs left spare then."""
+        g_need = head.per_node
+        pinned = set(head.pin_nodes)
+        now = self.now
+        cands: list[tuple[float, int, NodeState]] = []
+        for n in self.nodes:
+            if pinned and n.name not in pinned:
+                continue
+            av = self._avail(n)
+            if len(av) < g_need:
+                continue
+            base = now if n.power == ON else (max(now, n.ready_s) if n.power == BOOT
+                                              else now + self.spec.resume_delay_s)
+            t = av[g_need - 1]
+            cands.append((base if t < base else t, n.pos, n))
+        if len(cands) < head.num_nodes:
+            return (float("inf"), {})
+        cands.sort(key=lambda c: (c[0], c[1]))
+        chosen = cands[:head.num_nodes]
+        shadow = chosen[-1][0]
+        spare = {}
+        for _, _, n in chosen:
+            spare[n.name] = sum(1 for x in self._avail(n) if x <= shadow) - g_need
+        return (shadow, spare)
+
+    def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
+        shadow, spare = res
+        if self.now + j.work_left / j.scale <= shadow + _EPS:
+            return True
+        use: dict[str, int] = {}
+        for g in gpus:
+            if g.node.name in spare and not g.jobs:
+                use[g.node.name] = use.get(g.node.name, 0) + 1
+        if any(c > spare[name] for name, c in use.items()):
+            return False
+        for name, c in use.items():
+            spare[name] -= c
+        return True
+
+    def _schedule(self) -> None:
+        q = self.pending
+        depth = self.spec.backfill_depth
+        res = None
+        head: SimJob | None = None
+        failed: set[tuple[int, int, int] | None] = set()
+        i = considered = 0
+        while i < len(q) and considered < depth:
+            if self.free_total == 0 and not self.pending_shared:
+                break
+            j = q[i]
+            if j.begin_s > self.now + _EPS:
+                i += 1
+                continue
+            considered += 1
+            shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
+            if shape in failed:
+                i += 1
+                continue
+            gpus = self._fit(j)
+            if gpus is None:
+                if shape is not None:
+                    failed.add(shape)
+                if head is None and not j.share and not j.pin_indexes:
+                    head = j
+                i += 1
+                continue
+            if head is not None and res is None:
+                res = self._reserve(head)
+            if res is not None and not self._backfill_ok(j, gpus, res):
+                i += 1
+                continue
+            del q[i]
+            self.pending_shared -= j.share
+            self._start(j, gpus)
+        self.dirty = False
+
+    # ---------------------------------------------------------------- start / finish
+    def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
+        now = self.now
+        j.state, j.gpus, j.start_s, j.last_s, j.rate = RUNNING, gpus, now, now, 0.0
+        power = capped_power_w(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
+                               self.spec.gpu_type)
+        j.dyn_w = max(0.0, power - self.idle_w)
+        j.util_pct = j.cls.util_at(j.total_gpus)
+        j.cap_slow = cap_slowdown(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
+                                  self.spec.gpu_type)
+        nodes = {}
+        for g in gpus:
+            if not g.jobs:
+                self.free_total -= 1
+                g.node.free -= 1
+                self.busy_gpus += 1
+            g.jobs.append(j)
+            g.exclusive = not j.share
+            g.shards_used += j.shards
+            nodes[g.node.name] = g.node
+        j.blocked = False
+        for n in nodes.values():
+            n.jobs[j.id] = j
+            n.idle_since = None
+            self._touch(n)
+            if n.power == OFF:
+                self._power_node(n, BOOT)
+                n.ready_s = now + self.spec.resume_delay_s
+                self._push(n.ready_s, _BOOT, n)
+            if n.power == BOOT:
+                j.blocked = True
+        if not j.blocked:
+            j.run_start_s = now
+            if j.first_start_s is None:
+                j.first_start_s = now
+        self.running[j.id] = j
+        self.job_views[j.id] = Job(
+            job_id=j.id, state="RUNNING", name=j.req.name, user=j.t.user,
+            gpus=0 if j.share else j.per_node, shards=j.shards, num_nodes=j.num_nodes,
+            nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
+            submit_s=j.t.submit_s, start_s=now, time_limit_s=j.t.duration_s,
+            restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "")
+        self._retune(gpus)
+
+    def _settle(self, j: SimJob) -> None:
+        if j.rate:
+            j.work_left = max(0.0, j.work_left - j.rate * (self.now - j.last_s))
+        j.last_s = self.now
+
+    def _retune(self, gpus: list[GpuState]) -> None:
+        """Recompute the rates of every job on ``gpus`` and the power of every GPU they touch."""
+        affected: dict[str, SimJob] = {}
+        for g in gpus:
+            for jb in g.jobs:
+                affected[jb.id] = jb
+        touched: dict[int, GpuState] = {id(g): g for g in gpus}
+        for jb in affected.values():
+            self._settle(jb)
+            irate = 1.0
+            var = 1.0
+            for g in jb.gpus:
+                touched[id(g)] = g
+                if len(g.jobs) > 1:
+                    slow = group_slowdowns([x.cls.name for x in g.jobs])[g.jobs.index(jb)]
+                    irate = min(irate, 1.0 / slow)
+                if g.var is not None:
+                    var = max(var, g.var[jb.cls.variability_class])
+            jb.irate = irate
+            for g in jb.gpus:
+                g.node.avail = None
+            jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
+            jb.version += 1
+            if jb.rate > 0:
+                jb.est_end_s = self.now + jb.work_left / jb.rate
+                self._push(jb.est_end_s, _FINISH, jb, jb.version)
+            else:
+                jb.est_end_s = float("inf") if not jb.blocked else \
+                    max(g.node.ready_s for g in jb.gpus) + jb.work_left / jb.scale
+        for g in touched.values():
+            self._gpu_power(g)
+
+    def _gpu_power(self, g: GpuState) -> None:
+        if g.node.power == OFF:
+            new = 0.0
+        elif not g.jobs:
+            new = self.idle_w
+        else:
+            p = self.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
+            caps = [jb.cap_w for jb in g.jobs if jb.cap_w]
+            new = min(p, self.max_power_w, min(caps)) if caps else min(p, self.max_power_w)
+        self.gpu_power_total += new - g.power_w
+        g.power_w = new
+
+    def _power_node(self, n: NodeState, state: str) -> None:
+        base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
+        was_on, is_on = n.power != OFF, state != OFF
+        n.power = state
+        if was_on != is_on:
+            self.node_power_total += (base - susp) if is_on else (susp - base)
+            self.nodes_on += 1 if is_on else -1
+            if not is_on:
+                self.metrics.suspends += 1
+            for g in n.gpus:
+                self._gpu_power(g)
+        self._touch(n)
+
+    def _release(self, j: SimJob) -> list[GpuState]:
+        """Take ``j`` off its GPUs; returns GPUs still holding other jobs."""
+        left = []
+        for g in j.gpus:
+            g.jobs.remove(j)
+            g.shards_used -= j.shards
+            n = g.node
+            self._touch(n)
+            n.jobs.pop(j.id, None)
+            if not g.jobs:
+                g.exclusive = False
+                self.free_total += 1
+                n.free += 1
+                self.busy_gpus -= 1
+                self._gpu_power(g)
+            else:
+                left.append(g)
+            if not n.jobs and n.idle_since is None:
+                n.idle_since = self.now
+                if self.spec.suspend_time_s is not None:
+                    self._push(self.now + self.spec.suspend_time_s, _SUSPEND, n, self.now)
+        del self.running[j.id]
+        j.gpus = []
+        return left
+
+    def _finish(self, j: SimJob) -> None:
+        self._settle(j)
+        j.state, j.end_s, j.work_left = DONE, self.now, 0.0
+        self.metrics.job_done(j)
+        del self.job_views[j.id]
+        del self.by_id[j.id]
+        left = self._release(j)
+        if left:
+            self._retune(left)
+        self.dirty = True
+
+    # ---------------------------------------------------------------- reconcile actions
+    def _reconcile(self) -> None:
+        try:
+            actions = self.policy.reconcile(self.context())
+        except Exception:
+            self.metrics.policy_fallbacks += 1
+            return
+        for a in actions:
+            self._apply(a)
+
+    def _apply(self, a: Action) -> None:
+        m = self.metrics
+        m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
+        if a.kind == "observe":
+            self.history.update(a.predicted)
+            return
+        j = self.by_id.get(a.job_id)
+        if j is None or a.kind == "note":
+            return
+        if a.kind == "cancel":
+            self._drop(j)
+            j.state = CANCELLED
+            del self.by_id[j.id]
+            self.job_views.pop(j.id, None)
+        elif a.kind == "defer":
+            if j.state == PENDING and a.begin_s is not None:
+                j.begin_s = max(j.begin_s, a.begin_s)
+                self._push(j.begin_s, _BEGIN, j)
+        elif a.kind in ("move_exclusive", "resize"):
+            gpus = a.gpus or j.per_node
+            nodes = j.num_nodes
+            self._drop(j)
+            j.restarts += 1 if j.first_start_s is not None else 0
+            req = j.req
+            pl = Placement(policy=a.policy, gpus=min(gpus, self.spec.gpus_per_node),
+                           nodes=a.nodes, power_cap_w=j.cap_w, why=(a.why,))
+            if not self._placement_valid(j, pl):
+                pl = plain_placement(a.policy, req, "invalid action: keeps its size")
+            if not a.nodes and nodes > 1 and a.kind == "move_exclusive":
+                pl = plain_placement(a.policy, req, a.why)
+            self._apply_placement(j, pl)
+            self._enqueue(j)
+        self.dirty = True
+
+    def _drop(self, j: SimJob) -> None:
+        """Stop a job wherever it is (a requeue keeps the work done: checkpoint)."""
+        if j.state == RUNNING:
+            self._settle(j)
+            j.version += 1
+            left = self._release(j)
+            if left:
+                self._retune(left)
+        elif j.state == PENDING:
+            self.pending.remove(j)
+            self.pending_shared -= j.share
+
+    # ---------------------------------------------------------------- main loop
+    def run(self) -> dict[str, Any]:
+        wall0 = time.perf_counter()
+        jobs, n_jobs = self.trace, len(self.trace)
+        nxt = 0
+        interval = self.spec.reconcile_interval_s
+        if n_jobs:
+            self._push(self.now + interval, _RECONCILE, None)
+            if self.spec.suspend_time_s is not None:
+                for n in self.nodes:
+                    self._push(self.now + self.spec.suspend_time_s, _SUSPEND, n, n.idle_since)
+        heap = self.heap
+        events = 0
+        last_report = 0
+        while True:
+            while heap and heap[0][2] == _FINISH and (heap[0][3].state != RUNNING
+                                                      or heap[0][4] != heap[0][3].version):
+                heapq.heappop(heap)     # a finish superseded by a rate change
+            if nxt >= n_jobs and not self.running and not self.pending:
+                break
+            t_sub = jobs[nxt].submit_s if nxt < n_jobs else float("inf")
+            t_evt = heap[0][0] if heap else float("inf")
+            t = min(t_sub, t_evt)
+            if t == float("inf"):
+                break
+            self._advance(t)
+            while nxt < n_jobs and jobs[nxt].submit_s <= t:
+                self._submit(jobs[nxt])
+                nxt += 1
+                events += 1
+                self._schedule()    # slurmctld tries to start a job when it is submitted
+            while heap and heap[0][0] <= t:
+                _, _, kind, obj, token = heapq.heappop(heap)
+                if kind == _FINISH:
+                    if obj.state != RUNNING or token != obj.version:
+                        continue
+                    self._finish(obj)
+                elif kind == _BEGIN:
+                    self.dirty = True
+                elif kind == _BOOT:
+                    if obj.power == BOOT:
+                        self._power_node(obj, ON)
+                        ready = [jb for jb in obj.jobs.values()
+                                 if all(g.node.power == ON for g in jb.gpus)]
+                        for jb in ready:
+                            jb.blocked = False
+                            jb.run_start_s = self.now
+                            if jb.first_start_s is None:
+                                jb.first_start_s = self.now
+                        self._retune([g for jb in ready for g in jb.gpus])
+                elif kind == _SUSPEND:
+                    if obj.power == ON and not obj.jobs and obj.idle_since == token:
+                        self._power_node(obj, OFF)
+                elif kind == _RECONCILE:
+                    self._reconcile()
+                    if self.running or nxt < n_jobs or (self.pending and heap):
+                        self._push(t + interval, _RECONCILE, None)
+                events += 1
+            if self.dirty:
+                self._schedule()
+            if self.progress is not None and events - last_report >= 20000:
+                last_report = events
+                self.progress(self.metrics.jobs_finished, n_jobs)
+        self.metrics.events = events
+        self.metrics.unfinished = len(self.pending) + len(self.running)
+        return self.metrics.result(self, time.perf_counter() - wall0)

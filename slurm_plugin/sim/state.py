@@ -1,0 +1,103 @@
+"""Mutable state of the simulated cluster: GPUs, nodes and jobs (engine-private)."""
+
+from __future__ import annotations
+
+from ..model import Gpu, Node, Placement, JobRequest
+from ..physics import JobClass
+from .trace import TraceJob
+
+ON, BOOT, OFF = "on", "boot", "off"
+PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLED"
+
+
+class GpuState:
+    __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var")
+
+    def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
+        self.node, self.index = node, index
+        self.jobs: list[SimJob] = []
+        self.exclusive = False
+        self.shards_used = 0
+        self.power_w = 0.0
+        self.var = var          # time multiplier per variability class, None = off
+
+
+class NodeState:
+    __slots__ = ("pos", "name", "gpus", "free", "power", "ready_s", "idle_since", "dirty", "view",
+                 "jobs", "avail")
+
+    def __init__(self, pos: int, name: str) -> None:
+        self.pos, self.name = pos, name
+        self.gpus: list[GpuState] = []
+        self.free = 0                    # GPUs with no job at all
+        self.power = ON
+        self.ready_s = 0.0
+        self.idle_since: float | None = 0.0
+        self.dirty = True
+        self.view: Node | None = None
+        self.jobs: dict[str, SimJob] = {}
+        self.avail: list[float] | None = None   # (EASY) when the k-th GPU is free, k = 1..n
+
+    def model(self, gpu_model: str, memory_mib: int, shards_total: int) -> Node:
+        """The frozen view a policy sees, rebuilt only when the node changed."""
+        if self.dirty or self.view is None:
+            gpus = tuple(Gpu(node=self.name, index=g.index, model=gpu_model, gres_type=f"g{g.index}",
+                             memory_mib=memory_mib, shards_total=shards_total,
+                             shards_used=g.shards_used,
+                             exclusive_job=g.jobs[0].id if g.exclusive else None,
+                             shard_jobs=() if g.exclusive else tuple(j.id for j in g.jobs))
+                         for g in self.gpus)
+            if self.power == OFF:
+                state = "idle"          # Slurm: IDLE+POWERED_DOWN, resumed on demand
+            elif self.free == len(self.gpus):
+                state = "idle"
+            elif self.free == 0 and all(g.exclusive for g in self.gpus):
+                state = "allocated"
+            else:
+                state = "mixed"
+            self.view = Node(name=self.name, state=state, gpus=gpus)
+            self.dirty = False
+        return self.view
+
+
+class SimJob:
+    __slots__ = ("t", "id", "cls", "req", "pl", "per_node", "num_nodes", "share", "shards", "cap_w",
+                 "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
+                 "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
+                 "dyn_w", "util_pct", "restarts", "blocked", "est_end_s", "pin_nodes",
+                 "pin_indexes", "view")
+
+    def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
+        self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
+        self.pl: Placement | None = None
+        self.per_node = 0
+        self.num_nodes = 1
+        self.share = False
+        self.shards = 0
+        self.cap_w: float | None = None
+        self.scale = 1.0                 # speed relative to the trace's GPU count
+        self.work_left = t.duration_s    # solo seconds at the trace's GPU count
+        self.rate = 0.0
+        self.irate = 1.0                 # progress rate from interference alone
+        self.cap_slow = 1.0
+        self.last_s = 0.0
+        self.start_s: float | None = None
+        self.first_start_s: float | None = None
+        self.run_start_s: float | None = None
+        self.end_s: float | None = None
+        self.version = 0
+        self.gpus: list[GpuState] = []
+        self.state = PENDING
+        self.begin_s = t.submit_s
+        self.dyn_w = 0.0
+        self.util_pct = 0.0
+        self.restarts = 0
+        self.blocked = False
+        self.est_end_s = 0.0
+        self.pin_nodes: tuple[str, ...] = ()
+        self.pin_indexes: tuple[int, ...] = ()
+        self.view = None
+
+    @property
+    def total_gpus(self) -> int:
+        return self.per_node * self.num_nodes

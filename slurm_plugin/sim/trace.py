@@ -1,0 +1,132 @@
+"""Trace readers: the Philly CSV and the canonical CSV. Errors name file, line and field.
+
+``philly``: ``timestamp,duration,num_gpus,gpu_time,cluster`` (timestamp UTC ``YYYY-mm-dd HH:MM:SS``).
+``canonical``: ``job_id,submit_s,duration_s,num_gpus`` plus optional
+``user,app,deadline_s,min_gpus,max_gpus``. Durations are run time alone on whole GPUs.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import InputError
+from ..physics import job_class
+from ..resources import data_dir
+
+FORMATS = ("philly", "canonical")
+BUILTIN_TRACE = "philly-first1000.csv"
+_REQUIRED = {"philly": ("timestamp", "duration", "num_gpus"),
+             "canonical": ("job_id", "submit_s", "duration_s", "num_gpus")}
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    job_id: str
+    submit_s: float
+    duration_s: float
+    num_gpus: int
+    line: int
+    user: str = ""
+    app: str = ""
+    deadline_s: float | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+
+
+def builtin_trace() -> Path:
+    return data_dir() / BUILTIN_TRACE
+
+
+class _Row:
+    def __init__(self, path: Path, line: int, rec: dict[str, str]) -> None:
+        self.path, self.line, self.rec = path, line, rec
+
+    def fail(self, field: str, why: str) -> InputError:
+        return InputError(f"trace: {self.path}: line {self.line}: field {field}: {why}")
+
+    def num(self, field: str, kind: type = float, optional: bool = False, minimum: float | None = None):
+        text = (self.rec.get(field) or "").strip()
+        if not text:
+            if optional:
+                return None
+            raise self.fail(field, "empty value")
+        try:
+            value = kind(float(text)) if kind is int else kind(text)
+        except ValueError:
+            raise self.fail(field, f"{text!r} is not a number") from None
+        if kind is int and float(text) != int(float(text)):
+            raise self.fail(field, f"{text!r} is not a whole number")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise self.fail(field, f"{text!r} is not a finite number")
+        if minimum is not None and value < minimum:
+            raise self.fail(field, f"{text} must be at least {minimum:g}")
+        return value
+
+
+def _time_s(row: _Row, field: str) -> float:
+    text = (row.rec.get(field) or "").strip()
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise row.fail(field, f"{text!r} is not a date-time (YYYY-mm-dd HH:MM:SS)") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = None) -> list[TraceJob]:
+    """Jobs sorted by submit time (ties keep file order). Raises InputError on bad input."""
+    p = Path(path)
+    if fmt not in FORMATS:
+        raise InputError(f"trace: {p}: format {fmt!r} unknown; choose one of: {', '.join(FORMATS)}")
+    try:
+        fh = p.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"trace: {p}: cannot read ({exc.strerror})") from None
+    jobs: list[TraceJob] = []
+    seen: set[str] = set()
+    with fh:
+        reader = csv.DictReader(fh)
+        names = [n.strip() for n in (reader.fieldnames or [])]
+        reader.fieldnames = names
+        for col in _REQUIRED[fmt]:
+            if col not in names:
+                raise InputError(f"trace: {p}: line 1: field {col}: missing column "
+                                 f"(a {fmt} trace needs {', '.join(_REQUIRED[fmt])})")
+        for line, rec in enumerate(reader, start=2):
+            if not any((v or "").strip() for v in rec.values() if isinstance(v, str)):
+                continue
+            row = _Row(p, line, rec)
+            if fmt == "philly":
+                job = TraceJob(job_id=str(len(jobs) + 1), submit_s=_time_s(row, "timestamp"),
+                               duration_s=row.num("duration", minimum=0),
+                               num_gpus=row.num("num_gpus", int, minimum=1), line=line)
+            else:
+                job_id = (rec.get("job_id") or "").strip()
+                if not job_id:
+                    raise row.fail("job_id", "empty value")
+                if job_id in seen:
+                    raise row.fail("job_id", f"{job_id!r} appears twice")
+                seen.add(job_id)
+                app = (rec.get("app") or "").strip().lower()
+                if app:
+                    try:
+                        job_class(app)
+                    except InputError as exc:
+                        raise row.fail("app", str(exc).split(": ", 1)[1]) from None
+                job = TraceJob(job_id=job_id, submit_s=row.num("submit_s", minimum=0),
+                               duration_s=row.num("duration_s", minimum=0),
+                               num_gpus=row.num("num_gpus", int, minimum=1), line=line,
+                               user=(rec.get("user") or "").strip(), app=app,
+                               deadline_s=row.num("deadline_s", optional=True, minimum=0),
+                               min_gpus=row.num("min_gpus", int, optional=True, minimum=1),
+                               max_gpus=row.num("max_gpus", int, optional=True, minimum=1))
+            if job.duration_s <= 0:
+                raise row.fail("duration" if fmt == "philly" else "duration_s",
+                               f"{job.duration_s:g} must be positive")
+            jobs.append(job)
+    if not jobs:
+        raise InputError(f"trace: {p}: line 2: no jobs (the trace is empty)")
+    jobs.sort(key=lambda j: j.submit_s)
+    return jobs[:limit_jobs] if limit_jobs else jobs

@@ -1,0 +1,74 @@
+"""Read-only views of the simulator's state in the model types policies see.
+
+They are computed on access, so a policy that does not look at readings costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Iterator, Mapping
+
+from ..model import GpuReading, Progress
+
+if TYPE_CHECKING:
+    from .engine import Simulator
+
+STEPS_PER_EPOCH = 100
+EPOCH_SOLO_S = 1800.0  # a job's epoch lasts this long alone (at least one epoch per job)
+
+
+def epochs_of(duration_s: float) -> int:
+    return max(1, min(1000, round(duration_s / EPOCH_SOLO_S)))
+
+
+class GpuReadings(Mapping):
+    """``(node, index) -> GpuReading`` of every powered GPU."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+
+    def __getitem__(self, key: tuple[str, int]) -> GpuReading:
+        sim = self._sim
+        node = sim.node_by_name[key[0]]
+        g = node.gpus[key[1]]
+        util = min(100.0, sum(j.util_pct * j.irate for j in g.jobs if not j.blocked))
+        mem = sum(j.cls.memory_mib for j in g.jobs)
+        cap = min((j.cap_w for j in g.jobs if j.cap_w), default=sim.max_power_w)
+        return GpuReading(node=node.name, index=g.index, power_w=g.power_w, energy_j=0.0,
+                          util_pct=util, mem_used_mib=mem, power_limit_w=cap, taken_s=sim.now)
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        for n in self._sim.nodes:
+            for g in n.gpus:
+                yield (n.name, g.index)
+
+    def __len__(self) -> int:
+        return self._sim.spec.gpu_count
+
+
+class ProgressView(Mapping):
+    """``job_id -> Progress`` of running jobs: epochs of ``EPOCH_SOLO_S`` solo seconds,
+    ``STEPS_PER_EPOCH`` steps each; ``samples_per_s`` is steps per second times 32."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+
+    def __getitem__(self, job_id: str) -> Progress:
+        sim = self._sim
+        j = sim.running[job_id]
+        total_work = j.t.duration_s
+        left = j.work_left - j.rate * (sim.now - j.last_s)
+        epochs = epochs_of(total_work)
+        total_steps = epochs * STEPS_PER_EPOCH
+        step = min(total_steps, int(math.floor((1 - left / total_work) * total_steps + 1e-9)))
+        steps_per_s = j.rate * total_steps / total_work
+        return Progress(job_id=job_id, step=step, samples_per_s=32 * steps_per_s,
+                        epoch=step // STEPS_PER_EPOCH, steps_per_epoch=STEPS_PER_EPOCH,
+                        total_steps=total_steps, taken_s=sim.now,
+                        started_s=j.run_start_s if j.run_start_s is not None else sim.now)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sim.running)
+
+    def __len__(self) -> int:
+        return len(self._sim.running)

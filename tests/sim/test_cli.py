@@ -1,0 +1,144 @@
+"""``wattctl simulate`` through click: golden results, bad input, outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_plugin.cli import group
+
+GOLDEN = Path(__file__).parent / "golden"
+POLICIES = "slurm-default,fifo-packed,gandiva,slurm-powersave,oracle-bound"
+SMALL = ["--trace", str(GOLDEN / "small_trace.csv"), "--trace-format", "canonical",
+         "--nodes", "2", "--gpus-per-node", "4"]
+
+
+def run(*args: str):
+    return CliRunner().invoke(group, ["simulate", *args])
+
+
+def _stable(results: list[dict]) -> list[dict]:
+    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()
+             if k != "sim_wall_s"} for r in results]
+
+
+def test_golden_compare_on_small_trace():
+    res = run(*SMALL, "--compare", POLICIES, "--json", "--seed", "1")
+    assert res.exit_code == 0, res.output
+    got = _stable(json.loads(res.output))
+    path = GOLDEN / "small_compare.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(json.dumps(got, indent=1) + "\n")
+    assert got == json.loads(path.read_text())
+    names = [r["policy"] for r in got]
+    assert names == POLICIES.split(",")
+    oracle = got[-1]
+    assert all(r["energy_kwh"] >= oracle["energy_kwh"] for r in got)
+
+
+def test_json_has_every_issue_field_and_is_deterministic():
+    a = json.loads(run(*SMALL, "--policy", "fifo-packed", "--json").output)
+    b = json.loads(run(*SMALL, "--policy", "fifo-packed", "--json").output)
+    for f in ("policy", "jobs", "jobs_finished", "energy_kwh", "gpu_energy_kwh", "carbon_kg",
+              "avg_jct_s", "p50_jct_s", "p99_jct_s", "geomean_jct_s", "makespan_s", "avg_queue_s",
+              "avg_runtime_stretch", "gpu_util", "sim_wall_s", "events"):
+        assert f in a
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a == b
+
+
+def test_builtin_trace_runs_without_arguments_but_the_policy():
+    res = run("--policy", "slurm-default", "--limit-jobs", "50")
+    assert res.exit_code == 0, res.output
+    assert "energy_kwh" in res.output and "avg_jct_s" in res.output
+
+
+def test_compare_table_shows_ratios_to_the_first():
+    res = run(*SMALL, "--compare", "slurm-default,slurm-powersave")
+    assert res.exit_code == 0, res.output
+    assert "x)" in res.output and res.output.splitlines()[0].split()[1] == "slurm-default"
+
+
+def test_timeline_integrates_to_the_energy(tmp_path):
+    tl = tmp_path / "tl.csv"
+    res = run(*SMALL, "--policy", "gandiva", "--json", "--timeline", str(tl))
+    assert res.exit_code == 0, res.output
+    energy = json.loads(res.output)["energy_kwh"]
+    lines = tl.read_text().splitlines()
+    head = lines[0].split(",")
+    rows = [dict(zip(head, map(float, ln.split(",")))) for ln in lines[1:]]
+    assert sum(r["power_w"] * r["duration_s"] for r in rows) / 3.6e6 == pytest.approx(energy, rel=1e-4)
+
+
+def test_cluster_file_and_carbon_file(tmp_path):
+    c = tmp_path / "c.toml"
+    c.write_text('[cluster]\nnodes = 2\ngpus_per_node = 4\nsuspend_time_s = 60.0\n')
+    res = run("--trace", str(GOLDEN / "small_trace.csv"), "--trace-format", "canonical",
+              "--cluster", str(c), "--policy", "slurm-default", "--json", "--zone", "DE-LU")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["carbon_zone"] == "DE-LU" and out["node_suspends"] > 0
+
+
+def _bad(tmp_path: Path, text: str, fmt: str = "canonical", *extra: str):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    return run("--trace", str(p), "--trace-format", fmt, "--nodes", "2", "--gpus-per-node", "4",
+               "--policy", "slurm-default", *extra), p
+
+
+@pytest.mark.parametrize("text, line, field", [
+    ("job_id,submit_s,num_gpus\n1,0,1\n", 1, "duration_s"),
+    ("job_id,submit_s,duration_s,num_gpus\n1,0,100,1\n2,5,-3,1\n", 3, "duration_s"),
+    ("job_id,submit_s,duration_s,num_gpus\n1,0,abc,1\n", 2, "duration_s"),
+    ("job_id,submit_s,duration_s,num_gpus\n1,0,10,1\n2,0,10,0\n", 3, "num_gpus"),
+    ("job_id,submit_s,duration_s,num_gpus\n1,0,10,1\n2,0,10,9\n", 3, "num_gpus"),
+    ("job_id,submit_s,duration_s,num_gpus,app\n1,0,10,1,bogus\n", 2, "app"),
+    ("job_id,submit_s,duration_s,num_gpus\n", 2, None),
+])
+def test_bad_trace_names_file_line_and_field(tmp_path, text, line, field):
+    res, p = _bad(tmp_path, text)
+    assert res.exit_code != 0
+    msg = res.output + (str(res.exception) if res.exception else "")
+    assert str(p) in msg and f"line {line}" in msg
+    if field:
+        assert f"field {field}" in msg
+    else:
+        assert "empty" in msg
+
+
+def test_bad_philly_timestamp(tmp_path):
+    res, p = _bad(tmp_path, "timestamp,duration,num_gpus,gpu_time,cluster\n2017-13-01 00:00:00,5,1,5,x\n",
+                  "philly")
+    assert res.exit_code != 0
+    msg = res.output + str(res.exception)
+    assert "line 2" in msg and "field timestamp" in msg
+
+
+def test_unknown_policy_and_zone(tmp_path):
+    res = run(*SMALL, "--policy", "no-such-policy")
+    assert res.exit_code != 0 and "slurm-default" in res.output + str(res.exception)
+    res = run(*SMALL, "--policy", "slurm-default", "--zone", "XX")
+    assert res.exit_code != 0 and "XX" in res.output + str(res.exception)
+
+
+def test_bad_cluster_file_names_key(tmp_path):
+    c = tmp_path / "c.toml"
+    c.write_text('[cluster]\nnodes = "many"\n')
+    res = run("--cluster", str(c), "--policy", "slurm-default")
+    assert res.exit_code != 0 and "cluster.nodes" in res.output + str(res.exception)
+
+
+def test_plot_needs_matplotlib(tmp_path):
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        res = run(*SMALL, "--policy", "slurm-default", "--plot", str(tmp_path / "p.png"))
+        assert res.exit_code != 0 and "matplotlib" in res.output
+    else:
+        res = run(*SMALL, "--policy", "slurm-default", "--plot", str(tmp_path / "p.png"))
+        assert res.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0

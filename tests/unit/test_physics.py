@@ -1,0 +1,106 @@
+"""The fitted physics: shapes the simulator and the policies rely on."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_plugin.errors import ConfigError, InputError
+from slurm_plugin.physics import (assign_class, cap_settings_w, cap_slowdown, capped_power_w,
+                                  class_names, colocated_slowdown, gpu_power_w, group_slowdowns,
+                                  idle_power_w, job_class, max_power_w, shared_gpu_power_w,
+                                  shared_gpu_util)
+from slurm_plugin.physics.constants import constants
+from slurm_plugin.physics.variability import load_profile
+from slurm_plugin.policy.oracle import energy_bound
+
+
+def test_power_rises_with_utilisation_from_idle_and_respects_the_cap():
+    powers = [gpu_power_w(u) for u in range(0, 101, 10)]
+    assert powers[0] == pytest.approx(idle_power_w())
+    assert all(a < b for a, b in zip(powers, powers[1:]))
+    assert powers[-1] <= max_power_w()
+    assert gpu_power_w(100, power_cap_w=150) == 150
+    assert gpu_power_w(-5) == gpu_power_w(0) and gpu_power_w(500) == gpu_power_w(100)
+
+
+def test_unknown_gpu_model_names_the_fitted_ones():
+    with pytest.raises(ConfigError, match="V100"):
+        gpu_power_w(50, model="Z9000")
+
+
+def test_cap_slows_a_job_only_below_its_power_and_saves_power():
+    assert cap_slowdown(200, None) == 1.0
+    assert cap_slowdown(200, 250) == 1.0
+    assert cap_slowdown(200, 150) > 1.0 > 0
+    assert cap_slowdown(200, 100) > cap_slowdown(200, 150)
+    assert capped_power_w(200, 150) == 150
+    caps = cap_settings_w()
+    assert caps[0] == constants()["gpu_models"]["V100"]["min_power_cap_w"] and caps[-1] == max_power_w()
+
+
+def test_class_table_carries_measured_fields_and_scaling():
+    assert len(class_names()) == 8
+    for name in class_names():
+        c = job_class(name)
+        assert 0 < c.util_pct <= 100 and c.power_w > idle_power_w() and c.memory_mib > 0
+        assert c.speedup(1) == 1.0 and c.speedup(8) > c.speedup(2)
+        assert c.variability_class in "ABCD"
+        assert c.power_at(c.measured_gpus) == pytest.approx(c.power_w)
+    with pytest.raises(InputError, match="resnet18"):
+        job_class("no-such-app")
+
+
+def test_class_assignment_is_seeded_and_covers_the_classes():
+    assert assign_class("42", 0) == assign_class("42", 0)
+    drawn = {assign_class(str(i), 7) for i in range(400)}
+    assert drawn == set(class_names())
+    assert [assign_class(str(i), 1) for i in range(50)] != [assign_class(str(i), 2) for i in range(50)]
+
+
+def test_measured_pairs_are_used_in_both_orders():
+    sa, sb = constants()["pairs"]["vgg16|vgg16"]
+    assert colocated_slowdown("vgg16", "vgg16") == pytest.approx((1 / sa, 1 / sb))
+    ab = colocated_slowdown("lstm", "resnet18")
+    ba = colocated_slowdown("resnet18", "lstm")
+    assert ab == pytest.approx(ba[::-1])
+
+
+def test_fitted_model_slows_busier_partners_more():
+    light = colocated_slowdown("wavenet", "alexnet")[0]
+    heavy = colocated_slowdown("wavenet", "nas")[0]
+    assert 1.0 <= light < heavy
+    assert group_slowdowns(["nas"]) == (1.0,)
+    three = group_slowdowns(["nas", "aps", "wavenet"])
+    assert all(s >= p for s, p in zip(three, group_slowdowns(["nas", "aps"]) + (1.0,)))
+
+
+def test_shared_gpu_util_and_power():
+    assert shared_gpu_util([60, 70], [1, 1]) == 100
+    assert shared_gpu_util([30, 20], [0.5, 0.5]) == pytest.approx(25)
+    idle = idle_power_w()
+    assert shared_gpu_power_w([], []) == pytest.approx(idle)
+    assert shared_gpu_power_w([100, 50], [0.5, 1.0]) == pytest.approx(idle + 100)
+    assert shared_gpu_power_w([500, 500], [1, 1]) == max_power_w()
+    assert shared_gpu_power_w([100, 100], [1, 1], power_cap_w=120) == 120
+
+
+def test_oracle_bound_is_below_the_uncapped_exclusive_energy():
+    for name in class_names():
+        b = energy_bound(name, 1, 3600)
+        solo = job_class(name).power_at(1) * 3600
+        assert 0 < b.energy_j < solo + 400 / 8 * 3600
+        assert b.duration_s >= 3600
+
+
+def test_builtin_variability_profile():
+    p = load_profile(None)
+    f = p.factors(40, seed=3)
+    assert len(f) == 40 and set(f[0]) == {"A", "B", "C", "D"}
+    assert f == p.factors(40, seed=3) and f != p.factors(40, seed=4)
+
+
+def test_bad_variability_file_names_line_and_field(tmp_path):
+    bad = tmp_path / "v.csv"
+    bad.write_text("PerfVar_classA,PerfVar_classB,PerfVar_classC,PerfVar_classD\n1,1,x,1\n")
+    with pytest.raises(InputError, match=r"line 2: field PerfVar_classC"):
+        load_profile(bad)
