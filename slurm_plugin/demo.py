@@ -23,15 +23,15 @@ TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
 
 # (name, wattbatch options, training arguments): a mix of sizes, sharing and timing
 WORKLOAD: list[tuple[str, list[str], str]] = [
-    ("resnet50", ["--gres=gpu:1", "-t", "10", "--wb-app=resnet50"],
+    ("resnet18", ["--gres=gpu:1", "-t", "10", "--wb-app=resnet18"],
      "--steps 120 --step-s 0.25 --steps-per-epoch 40"),
-    ("bert-2gpu", ["--gres=gpu:2", "-t", "10", "--wb-app=bert"],
+    ("transformer-2gpu", ["--gres=gpu:2", "-t", "10", "--wb-app=transformer"],
      "--steps 80 --step-s 0.25 --steps-per-epoch 20"),
-    ("cifar10-a", ["--gres=gpu:1", "-t", "10", "--wb-app=cifar10", "--wb-share"],
+    ("resnet18-share", ["--gres=gpu:1", "-t", "10", "--wb-app=resnet18", "--wb-share"],
      "--steps 100 --step-s 0.2 --steps-per-epoch 25"),
-    ("cifar10-b", ["--gres=gpu:1", "-t", "10", "--wb-app=cifar10", "--wb-share"],
+    ("alexnet-share", ["--gres=gpu:1", "-t", "10", "--wb-app=alexnet", "--wb-share"],
      "--steps 100 --step-s 0.2 --steps-per-epoch 25"),
-    ("ncf-nightly", ["--gres=gpu:1", "-t", "5", "--begin=now+30", "--wb-app=ncf"],
+    ("wavenet-later", ["--gres=gpu:1", "-t", "5", "--begin=now+30", "--wb-app=wavenet"],
      "--steps 40 --step-s 0.2 --steps-per-epoch 20"),
     ("preprocess", ["-t", "5", "--cpus-per-task=1"], ""),
 ]
@@ -72,8 +72,11 @@ def job_rows(cfg: site_config.SiteConfig, ids: list[str]) -> list[dict]:
                          "restarts": j.restart_count, "reason": j.reason})
         elif jid in done:
             r = done[jid]
+            tres = r.alloc_tres
+            share = ("shard" if "gres/shard" in tres else "gpu" if "gres/gpu" in tres else "cpu")
+            gpus = tres.get("gres/shard") or tres.get("gres/gpu") or "-"
             rows.append({"job_id": jid, "name": r.name, "state": r.state,
-                         "nodes": r.nodes or "-", "gpus": r.gres or "-", "share": "-",
+                         "nodes": ",".join(r.nodes) or "-", "gpus": gpus, "share": share,
                          "restarts": 0, "reason": f"exit {r.exit_code}"})
         else:
             rows.append({"job_id": jid, "name": "?", "state": "UNKNOWN", "nodes": "-",

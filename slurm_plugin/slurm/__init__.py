@@ -1,0 +1,1 @@
+"""Slurm adapter: one command runner, pure parsers, snapshot, actions."""

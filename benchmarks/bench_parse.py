@@ -1,0 +1,46 @@
+"""Parse time of one snapshot on a synthetic cluster (default 1,000 nodes x 8 GPUs, 10,000
+jobs in ``squeue --json`` format): JSON decoding, parsing, attaching jobs to GPUs.
+
+    python benchmarks/bench_parse.py [--nodes 1000] [--gpus 8] [--jobs 10000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from slurm_plugin.slurm.snapshot import build_cluster
+from slurm_plugin.slurm.synthetic import sinfo_json, squeue_json
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--jobs", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    sinfo_text = json.dumps(sinfo_json(args.nodes, args.gpus))
+    squeue_text = json.dumps(squeue_json(args.nodes, args.gpus, args.jobs))
+    decode, parse = [], []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        sinfo, squeue = json.loads(sinfo_text), json.loads(squeue_text)
+        t1 = time.perf_counter()
+        cluster = build_cluster(sinfo, squeue, "synthetic", 0.0)
+        t2 = time.perf_counter()
+        decode.append(t1 - t0)
+        parse.append(t2 - t1)
+    busy = sum(1 for n in cluster.nodes for g in n.gpus if not g.is_free)
+    print(f"synthetic snapshot: {args.nodes} nodes x {args.gpus} GPUs, {args.jobs} jobs "
+          f"({len(squeue_text) / 1e6:.1f} MB squeue JSON); {len(cluster.jobs)} active jobs, "
+          f"{busy} GPUs busy")
+    print(f"json decode: median {statistics.median(decode) * 1000:.0f} ms")
+    print(f"parse+attach: median {statistics.median(parse) * 1000:.0f} ms")
+    print(f"total: median {statistics.median(d + p for d, p in zip(decode, parse)) * 1000:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Render the local cluster's config files from the packaged templates (pure)."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from pathlib import Path
+
+import jinja2
+
+from .spec import Spec
+
+TEMPLATES = {
+    "slurm.conf": "slurm.conf.j2",
+    "gres.conf": "gres.conf.j2",
+    "slurmdbd.conf": "slurmdbd.conf.j2",
+    "my.cnf": "my.cnf.j2",
+    "influxdb.conf": "influxdb.conf.j2",
+}
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
+                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                          trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["shquote"] = lambda v: shlex.quote(str(v))
+
+
+def node_range(spec: Spec) -> str:
+    return f"gpu[1-{spec.nodes}]" if spec.nodes > 1 else "gpu1"
+
+
+def node_gres(spec: Spec) -> str:
+    """``gpu:g0:1,...,shard:g0:4,...``: each GPU its own type so shares can be pinned."""
+    gpus = [f"gpu:g{i}:1" for i in range(spec.gpus_per_node)]
+    shares = [f"{spec.share_gres}:g{i}:{spec.share_count}" for i in range(spec.gpus_per_node)]
+    return ",".join(gpus + shares)
+
+
+def render(template: str, spec: Spec, **extra: object) -> str:
+    host = socket.gethostname().split(".")[0]
+    return _ENV.get_template(template).render(spec=spec, host=host, node_range=node_range(spec),
+                                              node_gres=node_gres(spec), **extra)
+
+
+def render_all(spec: Spec, db_password: str) -> dict[str, str]:
+    """Every file of ``<state>/etc`` by name."""
+    return {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}

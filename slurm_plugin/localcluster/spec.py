@@ -1,0 +1,162 @@
+"""What a local cluster looks like: state directory, ports, nodes, GPUs; and where files go.
+
+A ``Spec`` is chosen at the first ``up`` (options, then ``$WATTBATCH_LOCALCLUSTER_*``, then
+defaults) and saved as ``<state>/cluster.json`` so ``down``/``status`` act on the same cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import ConfigError
+
+DEFAULT_STATE_DIR = "/var/tmp/wattbatch-localcluster"
+DEFAULT_PORTS: Mapping[str, int] = {
+    "slurmctld": 16817, "slurmdbd": 16819, "slurmd": 16821, "mariadb": 13306, "influx": 18086,
+    "influx_rpc": 18088,
+}
+SPEC_FILE = "cluster.json"
+
+
+@dataclass(frozen=True)
+class Spec:
+    state_dir: Path
+    ports: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PORTS))
+    nodes: int = 4
+    gpus_per_node: int = 4
+    shards_per_gpu: int = 4
+    share_gres: str = "shard"          # "shard" or "mps" (never both)
+    cluster_name: str = "wattbatch"
+    partition: str = "gpu"
+    influx_database: str = "wattbatch"
+
+    # --- names -------------------------------------------------------------------------
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(f"gpu{i}" for i in range(1, self.nodes + 1))
+
+    def slurmd_port(self, node_number: int) -> int:
+        """Port of node ``gpuN`` (N from 1): consecutive from ports["slurmd"]."""
+        return self.ports["slurmd"] + node_number - 1
+
+    @property
+    def share_count(self) -> int:
+        """Shares of one GPU: shards, or MPS percent."""
+        return self.shards_per_gpu if self.share_gres == "shard" else 100
+
+    # --- paths -------------------------------------------------------------------------
+    def path(self, *parts: str) -> Path:
+        return self.state_dir.joinpath(*parts)
+
+    @property
+    def etc(self) -> Path:
+        return self.path("etc")
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.path("etc", "slurm.conf")
+
+    @property
+    def bin_dir(self) -> Path:
+        """Symlinks named slurmctld/slurmd/slurmstepd: Slurm checks its own program name."""
+        return self.path("bin")
+
+    @property
+    def run_dir(self) -> Path:
+        return self.path("run")
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path("log")
+
+    @property
+    def dev_dir(self) -> Path:
+        return self.path("dev")
+
+    @property
+    def mariadb_socket(self) -> Path:
+        return self.path("run", "mariadb.sock")
+
+    @property
+    def site_toml(self) -> Path:
+        return self.path("site.toml")
+
+    @property
+    def env_sh(self) -> Path:
+        return self.path("env.sh")
+
+    @property
+    def influx_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['influx']}"
+
+    def pid_file(self, daemon: str) -> Path:
+        return self.path("run", f"{daemon}.pid")
+
+    def log_file(self, daemon: str) -> Path:
+        return self.path("log", f"{daemon}.log")
+
+    def env(self) -> dict[str, str]:
+        """Environment a user or test exports to talk to this cluster."""
+        return {"SLURM_CONF": str(self.slurm_conf), "WATTBATCH_SITE_CONFIG": str(self.site_toml)}
+
+    # --- persistence -------------------------------------------------------------------
+    def save(self) -> None:
+        data = asdict(self)
+        data["state_dir"] = str(self.state_dir)
+        data["ports"] = dict(self.ports)
+        self.path(SPEC_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _port(source: str, name: str, raw: str | int) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = -1
+    if not 1024 <= value <= 65535:
+        raise ConfigError(source, f"port {name}", raw, "give a port number between 1024 and 65535")
+    return value
+
+
+def resolve(state_dir: str | os.PathLike | None = None,
+            ports: Mapping[str, str | int] | None = None,
+            share_gres: str | None = None,
+            environ: Mapping[str, str] | None = None) -> Spec:
+    """The spec for ``state_dir``: saved one if present, else options > environment > defaults.
+
+    Environment: ``WATTBATCH_LOCALCLUSTER_DIR``, ``WATTBATCH_LOCALCLUSTER_PORT_<NAME>``
+    (NAME in slurmctld, slurmdbd, slurmd, mariadb, influx, influx_rpc) and
+    ``WATTBATCH_LOCALCLUSTER_SHARE_GRES`` (shard or mps).
+    """
+    environ = os.environ if environ is None else environ
+    root = Path(state_dir or environ.get("WATTBATCH_LOCALCLUSTER_DIR") or DEFAULT_STATE_DIR)
+    root = root.expanduser().resolve()
+    saved = root / SPEC_FILE
+    if saved.exists():
+        try:
+            data = json.loads(saved.read_text())
+            spec = Spec(**{**data, "state_dir": root})
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(str(saved), "(file)", str(exc),
+                              "run `wattctl localcluster down` and remove the state dir") from None
+    else:
+        chosen = dict(DEFAULT_PORTS)
+        for name in DEFAULT_PORTS:
+            env_key = f"WATTBATCH_LOCALCLUSTER_PORT_{name.upper()}"
+            if env_key in environ:
+                chosen[name] = _port(f"${env_key}", name, environ[env_key])
+        spec = Spec(state_dir=root, ports=chosen,
+                    share_gres=environ.get("WATTBATCH_LOCALCLUSTER_SHARE_GRES", "shard"))
+    for name, raw in (ports or {}).items():
+        if name not in DEFAULT_PORTS:
+            raise ConfigError("--port", name, raw,
+                              f"unknown port name; choose from {', '.join(DEFAULT_PORTS)}")
+        spec = replace(spec, ports={**spec.ports, name: _port("--port", name, raw)})
+    if share_gres is not None:
+        spec = replace(spec, share_gres=share_gres)
+    if spec.share_gres not in ("shard", "mps"):
+        raise ConfigError("localcluster", "share_gres", spec.share_gres, "choose shard or mps")
+    return spec

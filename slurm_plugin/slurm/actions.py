@@ -1,0 +1,88 @@
+"""Changes to Slurm jobs: submit, defer, the resize steps, cancel.
+
+Resize is four separate steps so the reconciler can journal each one:
+``requeue_hold`` -> ``set_gpu_count`` -> ``release`` -> ``start_now``. The GPU count is always
+untyped (``TresPerNode=gres:gpu:M``): changing a pending job's *typed* request can allocate the
+wrong GPUs or crash slurmctld on Slurm 22.05.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, Sequence
+
+from ..config import SiteConfig
+from ..errors import InputError
+from .cli import slurm
+from .parse import parse_scontrol_record
+
+
+def submit(argv: Sequence[str], script: str | None, cfg: SiteConfig) -> str:
+    """``sbatch --parsable <argv>`` with ``script`` on stdin (None: argv names the script or
+    has --wrap); return the job id."""
+    out = slurm("sbatch", ["--parsable", *argv], cfg, input_text=script).stdout.strip()
+    job_id = out.splitlines()[-1].split(";")[0] if out else ""
+    if not job_id.isdigit():
+        raise InputError(f"slurm: sbatch --parsable printed {out!r}, expected a job id")
+    return job_id
+
+
+def _check_id(job_id: str) -> str:
+    job_id = str(job_id)
+    if not job_id.replace("_", "").isdigit():
+        raise InputError(f"slurm: job id {job_id!r} is not a Slurm job id (digits)")
+    return job_id
+
+
+def _scontrol(args: list[str], cfg: SiteConfig) -> None:
+    slurm("scontrol", args, cfg)
+
+
+def slurm_time(epoch_s: float) -> str:
+    """Epoch seconds -> Slurm's local ``YYYY-MM-DDTHH:MM:SS``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch_s))
+
+
+def defer(job_id: str, begin_s: float, cfg: SiteConfig) -> None:
+    """Do not start a pending job before ``begin_s`` (epoch seconds)."""
+    _scontrol(["update", f"jobid={_check_id(job_id)}", f"StartTime={slurm_time(begin_s)}"], cfg)
+
+
+def requeue_hold(job_id: str, cfg: SiteConfig) -> None:
+    """Resize step 1: stop a running job and hold it pending (restart count + 1)."""
+    _scontrol(["requeuehold", _check_id(job_id)], cfg)
+
+
+def set_gpu_count(job_id: str, gpus: int, cfg: SiteConfig) -> None:
+    """Resize step 2: set a pending job's untyped GPU count per node."""
+    if not isinstance(gpus, int) or gpus < 1:
+        raise InputError(f"slurm: GPU count {gpus!r} for job {job_id}: give an integer >= 1")
+    _scontrol(["update", f"jobid={_check_id(job_id)}", f"TresPerNode=gres:gpu:{gpus}"], cfg)
+
+
+def release(job_id: str, cfg: SiteConfig) -> None:
+    """Resize step 3: release a held job."""
+    _scontrol(["release", _check_id(job_id)], cfg)
+
+
+def start_now(job_id: str, cfg: SiteConfig) -> None:
+    """Resize step 4: let a requeued job start at once (it would wait ~2 min otherwise)."""
+    _scontrol(["update", f"jobid={_check_id(job_id)}", "StartTime=now"], cfg)
+
+
+def resize(job_id: str, gpus: int, cfg: SiteConfig) -> None:
+    """All four resize steps in order, for callers that do not journal each step."""
+    requeue_hold(job_id, cfg)
+    set_gpu_count(job_id, gpus, cfg)
+    release(job_id, cfg)
+    start_now(job_id, cfg)
+
+
+def cancel(job_id: str, cfg: SiteConfig) -> None:
+    slurm("scancel", [_check_id(job_id)], cfg)
+
+
+def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
+    """``scontrol show job -d -o`` as {Key: Value} (scontrol has no JSON)."""
+    return parse_scontrol_record(slurm("scontrol", ["show", "job", "-d", "-o",
+                                                    _check_id(job_id)], cfg).stdout)

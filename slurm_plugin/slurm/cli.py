@@ -1,0 +1,60 @@
+"""The one function that runs every Slurm command."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Sequence
+
+from .. import proc
+from ..config import SiteConfig
+from ..errors import CommandError
+
+_UNREACHABLE = ("Unable to contact slurm controller", "Unable to establish connection",
+                "Connection refused", "Zero Bytes were transmitted")
+
+
+def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | None = None,
+          check: bool = True, timeout_s: float | None = None) -> proc.Completed:
+    """Run Slurm command ``cmd`` (sbatch, squeue, ...) with ``args``.
+
+    Uses ``slurm.bin_dir`` (empty: PATH), exports ``SLURM_CONF`` from ``slurm.conf`` when set,
+    and times out after ``slurm.timeout_s``. A failure raises ``CommandError`` (command, exit
+    code, stderr); when the controller cannot be reached the message says so and how to fix it.
+    """
+    bin_dir = cfg["slurm.bin_dir"]
+    argv = [os.path.join(bin_dir, cmd) if bin_dir else cmd, *args]
+    env = {"SLURM_CONF": cfg["slurm.conf"]} if cfg["slurm.conf"] else None
+    try:
+        return proc.run(argv, timeout_s=timeout_s or cfg["slurm.timeout_s"], check=check,
+                        input_text=input_text, env=env)
+    except CommandError as exc:
+        if any(s in exc.stderr for s in _UNREACHABLE):
+            raise CommandError(exc.argv, exc.returncode,
+                               f"{exc.stderr.rstrip()}\n{_hint(cfg)}", exc.stdout) from None
+        raise
+
+
+def slurm_json(cmd: str, args: Sequence[str], cfg: SiteConfig) -> dict[str, Any]:
+    """``cmd --json args``, decoded. Slurm 22.05 exits 0 with an ``errors`` list and no data
+    when the controller is down: that raises ``CommandError`` here, never "no jobs"."""
+    done = slurm(cmd, ["--json", *args], cfg)
+    try:
+        data = json.loads(done.stdout)
+    except ValueError as exc:
+        raise CommandError(list(done.argv), done.returncode,
+                           f"printed invalid JSON ({exc}); Slurm 22.05 or later is needed",
+                           done.stdout[:500]) from None
+    errors = [e for e in data.get("errors") or () if isinstance(e, dict)]
+    if errors:
+        text = "; ".join(f"{e.get('source', '?')}: {e.get('description') or e.get('error')}"
+                         for e in errors)
+        raise CommandError(list(done.argv), 1, f"{text}\n{_hint(cfg)}")
+    return data
+
+
+def _hint(cfg: SiteConfig) -> str:
+    conf = cfg["slurm.conf"] or os.environ.get("SLURM_CONF", "the default slurm.conf")
+    return (f"slurm: the Slurm controller is not reachable (slurm.conf {conf}, set by "
+            f"{cfg.source('slurm.conf')}): start slurmctld (local test cluster: "
+            "`wattctl localcluster up`) or fix slurm.conf")

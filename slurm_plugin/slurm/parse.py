@@ -1,0 +1,367 @@
+"""Pure parsers: Slurm command output -> model objects. No I/O; golden-tested.
+
+Sources (Slurm 22.05): ``sinfo --json`` (nodes: state, configured GRES), ``squeue --json``
+(jobs: requested GRES in ``tres_per_node``, allocated GPU indexes in ``gres_detail``, one entry
+per allocated node), ``sacct -P`` (finished jobs with real exit codes; ``sacct --json`` reports
+0 for failed jobs) and ``scontrol show job -o`` (one ``Key=Value`` line; scontrol has no JSON).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from ..errors import InputError
+from ..model import Gpu, GpuUse, Job, Node
+
+SHARE_GRES = ("shard", "mps")
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
+                           "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
+                           "STAGE_OUT"})
+
+# name[:type]:count[(IDX:0-1,3) | (S:0-1)]  -- the list inside () may hold commas.
+_GRES_ITEM = re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?::(?P<type>[^:,()]+))??"
+                        r":(?P<count>\d+)(?=[,(]|$)(?:\((?P<extra>[^)]*)\))?")
+_TYPED_INDEX = re.compile(r"g(\d+)$")
+_APP = re.compile(r"(?:^|[\s,;])app=([^\s,;]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class GresItem:
+    """One ``name:type:count(IDX:...)`` entry of a GRES string."""
+
+    name: str
+    type: str
+    count: int
+    indexes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AcctRecord:
+    """One job (allocation line) from ``sacct -P -X``."""
+
+    job_id: str
+    name: str
+    user: str
+    partition: str
+    state: str                     # CANCELLED, not "CANCELLED by 0"
+    exit_code: int | None          # of the batch script
+    signal: int | None
+    derived_exit_code: int | None  # highest exit code of any step
+    submit_s: float | None
+    start_s: float | None
+    end_s: float | None
+    elapsed_s: float
+    time_limit_s: float | None
+    nodes: tuple[str, ...]
+    alloc_tres: Mapping[str, str]
+    req_tres: Mapping[str, str]
+    comment: str
+
+
+# --- small pieces ---------------------------------------------------------------------------
+
+def parse_index_list(text: str) -> tuple[int, ...]:
+    """``"0-2,5"`` -> (0, 1, 2, 5); ``""`` or ``"N/A"`` -> ()."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part or part.upper() == "N/A":
+            continue
+        lo, _, hi = part.partition("-")
+        try:
+            out.extend(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise InputError(f"slurm: GRES index list {text!r}: {part!r} is not N or N-M") from None
+    return tuple(out)
+
+
+@lru_cache(maxsize=8192)   # the same few strings repeat across thousands of jobs and nodes
+def parse_gres(text: str) -> tuple[GresItem, ...]:
+    """A GRES string (node ``gres``/``gres_used``, job ``gres_detail`` entry, ``tres_per_node``).
+
+    ``gres:`` prefixes are dropped; ``(IDX:...)`` gives indexes, other ``(...)`` is ignored.
+    """
+    items = []
+    for m in _GRES_ITEM.finditer(text.replace("gres:", "").replace("gres/", "")):
+        extra = m.group("extra") or ""
+        idx = parse_index_list(extra[4:]) if extra.startswith("IDX:") else ()
+        items.append(GresItem(m.group("name"), m.group("type") or "", int(m.group("count")), idx))
+    return tuple(items)
+
+
+@lru_cache(maxsize=8192)
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """``"gpu[1-3,5],cpu01"`` -> ("gpu1", "gpu2", "gpu3", "gpu5", "cpu01"); zero padding kept."""
+    names: list[str] = []
+    for m in re.finditer(r"([^,\[]*)(?:\[([^\]]*)\])?([^,]*)", text):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if ranges is None:
+            if prefix + suffix:
+                names.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            width = len(lo)
+            names.extend(f"{prefix}{i:0{width}d}{suffix}"
+                         for i in range(int(lo), int(hi or lo) + 1))
+    return tuple(names)
+
+
+def app_from_comment(comment: str) -> str:
+    """The workload class a job declares in its comment as ``app=NAME`` ("" if none)."""
+    m = _APP.search(comment or "")
+    return m.group(1) if m else ""
+
+
+def _gpu_index(gres_type: str) -> int | None:
+    m = _TYPED_INDEX.match(gres_type)
+    return int(m.group(1)) if m else None
+
+
+def _epoch(value: Any) -> float | None:
+    """squeue times: epoch seconds; 0 means unset."""
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+# --- nodes ----------------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _gpu_layout(gres: str, gpu_model: str) -> tuple[tuple[int, str, str, int], ...]:
+    """(index, model, gres type, shares) of each GPU a node's GRES string configures."""
+    items = parse_gres(gres)
+    gpus: list[list] = []
+    for it in items:
+        if it.name != "gpu":
+            continue
+        idx = _gpu_index(it.type)
+        model = gpu_model if idx is not None or not it.type else it.type
+        for _ in range(it.count):
+            index = idx if idx is not None and it.count == 1 else len(gpus)
+            gpus.append([index, model, it.type if idx is not None else "", 0])
+    by_type = {g[2]: g for g in gpus if g[2]}
+    for it in items:
+        if it.name not in SHARE_GRES:
+            continue
+        if it.type in by_type:
+            by_type[it.type][3] += it.count
+        elif gpus:   # untyped: Slurm spreads the count evenly over the GPUs
+            per, rest = divmod(it.count, len(gpus))
+            for i, g in enumerate(gpus):
+                g[3] += per + (1 if i < rest else 0)
+    return tuple(sorted(tuple(g) for g in gpus))
+
+
+def parse_nodes(sinfo: Mapping[str, Any], gpu_model: str = "V100") -> tuple[Node, ...]:
+    """``sinfo --json`` -> nodes with their configured GPUs (usage comes from the jobs).
+
+    A GPU's index is N from its GRES type ``gN`` when typed one per GPU, else its position.
+    ``gpu_model`` names GPUs whose type is only an index (``g0``); a type like ``a100`` is
+    taken as the model. State is the base state, ``+flag`` for flags: ``idle+drain``.
+    """
+    nodes = {}
+    for raw in sinfo.get("nodes", ()):
+        name = raw["name"]
+        flags = [str(f).lower() for f in raw.get("state_flags") or ()]
+        state = "+".join([str(raw.get("state", "unknown")).lower(), *flags])
+        features = tuple(f for f in str(raw.get("features") or "").split(",") if f)
+        nodes[name] = Node(name=name, state=state, cpus=int(raw.get("cpus") or 0),
+                           memory_mib=int(raw.get("real_memory") or 0), features=features,
+                           gpus=tuple(Gpu(node=name, index=i, model=m, gres_type=t,
+                                          shards_total=n) for i, m, t, n in
+                                      _gpu_layout(str(raw.get("gres") or ""), gpu_model)))
+    return tuple(nodes[n] for n in sorted(nodes, key=_natural))
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+def _requested(job: Mapping[str, Any]) -> tuple[int, int]:
+    """(whole GPUs, shares) requested per node, from tres_per_node or --gpus (per job)."""
+    gpus = shares = 0
+    for it in parse_gres(str(job.get("tres_per_node") or "")):
+        if it.name == "gpu":
+            gpus += it.count
+        elif it.name in SHARE_GRES:
+            shares += it.count
+    if not gpus:
+        per_job = sum(it.count for it in parse_gres(str(job.get("tres_per_job") or ""))
+                      if it.name == "gpu")
+        nodes = max(int(job.get("node_count") or 1), 1)
+        gpus = -(-per_job // nodes)
+    return gpus, shares
+
+
+def _uses(node_names: tuple[str, ...], gres_detail: Iterable[str]) -> tuple[GpuUse, ...]:
+    """Allocated GPUs: one ``gres_detail`` entry per allocated node, in node order."""
+    uses: list[GpuUse] = []
+    for node, detail in zip(node_names, gres_detail):
+        for it in parse_gres(detail):
+            if not it.count or not it.indexes:
+                continue
+            if it.name == "gpu":
+                uses.extend(GpuUse(node, i) for i in it.indexes)
+            elif it.name in SHARE_GRES:   # a share count over several GPUs: split evenly
+                per, rest = divmod(it.count, len(it.indexes))
+                uses.extend(GpuUse(node, i, per + (1 if k < rest else 0))
+                            for k, i in enumerate(it.indexes))
+    return tuple(uses)
+
+
+def _exit_code(status: Any) -> int | None:
+    """squeue's raw wait status -> exit code (128 + signal when killed)."""
+    if not isinstance(status, int):
+        return None
+    return 128 + (status & 0x7F) if status & 0x7F else status >> 8
+
+
+def parse_job(raw: Mapping[str, Any]) -> Job:
+    """One entry of ``squeue --json`` ``jobs``.
+
+    ``start_s``: for a running job when it started; for a pending one Slurm's expected start
+    (``--begin`` or the backfill estimate), None when unknown. ``end_s`` only once finished.
+    """
+    state = str(raw.get("job_state") or "UNKNOWN")
+    alloc = raw.get("job_resources") or {}
+    node_names = tuple(n["nodename"] for n in alloc.get("allocated_nodes") or ()) \
+        or expand_hostlist(str(raw.get("nodes") or ""))
+    gpus, shares = _requested(raw)
+    limit = raw.get("time_limit")
+    comment = str(raw.get("comment") or "")
+    finished = state not in ACTIVE_STATES
+    reason = str(raw.get("state_reason") or "")
+    return Job(
+        job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
+        user=str(raw.get("user_name") or ""), partition=str(raw.get("partition") or ""),
+        gpus=gpus, shards=shares, num_nodes=int(raw.get("node_count") or 1),
+        nodes=expand_hostlist(str(raw.get("nodes") or "")),
+        uses=_uses(node_names, raw.get("gres_detail") or ()),
+        submit_s=_epoch(raw.get("submit_time")) or 0.0, start_s=_epoch(raw.get("start_time")),
+        end_s=_epoch(raw.get("end_time")) if finished else None,
+        time_limit_s=float(limit) * 60 if isinstance(limit, int) else None,
+        restart_count=int(raw.get("restart_cnt") or 0), comment=comment,
+        app=app_from_comment(comment), reason="" if reason == "None" else reason,
+        exit_code=_exit_code(raw.get("exit_code")) if finished else None)
+
+
+def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False) -> tuple[Job, ...]:
+    """``squeue --json`` -> jobs (all, or only pending/running-like ones)."""
+    jobs = (parse_job(raw) for raw in squeue.get("jobs", ()))
+    return tuple(j for j in jobs if not active_only or j.state in ACTIVE_STATES)
+
+
+def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
+    """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations."""
+    exclusive: dict[tuple[str, int], str] = {}
+    shared: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    for job in jobs:
+        if job.state == "PENDING" or job.state not in ACTIVE_STATES:
+            continue
+        for use in job.uses:
+            if use.shards:
+                shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
+            else:
+                exclusive[(use.node, use.index)] = job.job_id
+    out = []
+    for node in nodes:
+        gpus = tuple(_holders(g, exclusive, shared) for g in node.gpus)
+        out.append(node if all(a is b for a, b in zip(gpus, node.gpus))
+                   else replace(node, gpus=gpus))
+    return tuple(out)
+
+
+def _holders(g: Gpu, exclusive: Mapping[tuple[str, int], str],
+             shared: Mapping[tuple[str, int], list[tuple[str, int]]]) -> Gpu:
+    key = (g.node, g.index)
+    owner, held = exclusive.get(key), shared.get(key, ())
+    if owner is None and not held and g.is_free and not g.shards_used:
+        return g
+    return Gpu(node=g.node, index=g.index, model=g.model, gres_type=g.gres_type,
+               memory_mib=g.memory_mib, shards_total=g.shards_total,
+               shards_used=sum(n for _, n in held), exclusive_job=owner,
+               shard_jobs=tuple(j for j, _ in held))
+
+
+# --- sacct and scontrol ---------------------------------------------------------------------
+
+SACCT_FIELDS = ("JobID", "JobName", "User", "Partition", "State", "ExitCode", "DerivedExitCode",
+                "Submit", "Start", "End", "ElapsedRaw", "TimelimitRaw", "NodeList", "AllocTRES",
+                "ReqTRES", "Comment")
+
+
+def _sacct_time(text: str) -> float | None:
+    """sacct prints local time ``2026-11-21T10:31:31`` or Unknown/None."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
+    except ValueError:
+        return None
+
+
+def _code_pair(text: str) -> tuple[int | None, int | None]:
+    code, _, sig = text.partition(":")
+    try:
+        return int(code), int(sig or 0)
+    except ValueError:
+        return None, None
+
+
+def _tres(text: str) -> Mapping[str, str]:
+    return MappingProxyType(dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv))
+
+
+def parse_sacct(text: str) -> tuple[AcctRecord, ...]:
+    """``sacct -P -X --format=<SACCT_FIELDS>`` output, header line included."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ()
+    header = lines[0].split("|")
+    missing = [f for f in SACCT_FIELDS if f not in header]
+    if missing:
+        raise InputError(f"slurm: sacct output lacks field(s) {', '.join(missing)}; "
+                         f"run sacct -P --format={','.join(SACCT_FIELDS)}")
+    records = []
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|", len(header) - 1)))
+        code, sig = _code_pair(row["ExitCode"])
+        derived, _ = _code_pair(row["DerivedExitCode"])
+        limit = row["TimelimitRaw"]
+        nodes = row["NodeList"]
+        records.append(AcctRecord(
+            job_id=row["JobID"], name=row["JobName"], user=row["User"],
+            partition=row["Partition"], state=row["State"].split(" ")[0], exit_code=code,
+            signal=sig, derived_exit_code=derived, submit_s=_sacct_time(row["Submit"]),
+            start_s=_sacct_time(row["Start"]), end_s=_sacct_time(row["End"]),
+            elapsed_s=float(row["ElapsedRaw"] or 0),
+            time_limit_s=float(limit) * 60 if limit.isdigit() else None,
+            nodes=() if nodes in ("", "None assigned") else expand_hostlist(nodes),
+            alloc_tres=_tres(row["AllocTRES"]), req_tres=_tres(row["ReqTRES"]),
+            comment=row["Comment"]))
+    return tuple(records)
+
+
+def parse_scontrol_record(text: str) -> Mapping[str, str]:
+    """One ``scontrol show job -o`` / ``show node -o`` line -> {Key: Value}.
+
+    Values may contain spaces (Command=, Comment=): a new pair starts at `` Key=``.
+    """
+    pairs = re.split(r"\s+(?=[A-Za-z][\w:/]*=)", text.strip())
+    return MappingProxyType(dict(p.split("=", 1) for p in pairs if "=" in p))
+
+
+def plain(obj: Any) -> Any:
+    """JSON-ready form of parsed objects (dataclasses, tuples, mappings): for golden files and
+    ``--json`` output."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {f: plain(getattr(obj, f)) for f in obj.__dataclass_fields__}
+    if isinstance(obj, Mapping):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return [plain(v) for v in obj]
+    return obj

@@ -1,0 +1,74 @@
+"""Synthetic ``sinfo --json`` / ``squeue --json`` documents for parse and policy benchmarks.
+
+Shapes follow Slurm 22.05 as recorded in tests/golden/slurm/: typed GPUs ``g0..gN`` with
+shards, running jobs holding whole GPUs or shards (``gres_detail`` with indexes), pending jobs.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+# Fields squeue prints for every job that the parser ignores; kept so the JSON is realistic.
+_FILLER = {"account": "root", "admin_comment": "", "array_job_id": 0, "batch_flag": True,
+           "cluster": "synthetic", "command": "/home/user/train.sh", "contiguous": False,
+           "cpus_per_task": 1, "current_working_directory": "/home/user", "dependency": "",
+           "derived_exit_code": 0, "eligible_time": 0, "excluded_nodes": "", "features": "",
+           "flags": ["JOB_WAS_RUNNING"], "group_id": 1000, "group_name": "users",
+           "licenses": "", "max_cpus": 0, "memory_per_node": 0, "nice": 0, "priority": 1000,
+           "qos": "normal", "requeue": True, "shared": None, "standard_error": "",
+           "standard_input": "/dev/null", "standard_output": "/home/user/slurm.out",
+           "tasks": 1, "user_id": 1000, "wckey": ""}
+
+
+def sinfo_json(nodes: int = 1000, gpus_per_node: int = 8, shards_per_gpu: int = 4) -> dict:
+    gres = ",".join([f"gpu:g{i}:1" for i in range(gpus_per_node)]
+                    + [f"shard:g{i}:{shards_per_gpu}" for i in range(gpus_per_node)])
+    return {"meta": {}, "errors": [], "nodes": [
+        {"name": f"n{k:04d}", "state": "mixed", "state_flags": [], "cpus": 64,
+         "real_memory": 512000, "features": "a100", "gres": gres, "partitions": ["gpu"]}
+        for k in range(nodes)]}
+
+
+def _job(job_id: int, rng: random.Random, now: int, **fields: Any) -> dict:
+    job = dict(_FILLER)
+    job.update({"job_id": job_id, "name": f"job{job_id}", "user_name": f"user{job_id % 50}",
+                "partition": "gpu", "node_count": 1, "restart_cnt": 0, "exit_code": 0,
+                "comment": f"app={rng.choice(['resnet50', 'bert', 'gpt2', 'yolo'])}",
+                "submit_time": now - rng.randint(60, 86400), "time_limit": 1440,
+                "state_reason": "None", "gres_detail": [], "nodes": "", "tres_per_job": ""})
+    job.update(fields)
+    return job
+
+
+def squeue_json(nodes: int = 1000, gpus_per_node: int = 8, jobs: int = 10000,
+                shards_per_gpu: int = 4, running_share: float = 0.7, now: int = 1_800_000_000,
+                seed: int = 0) -> dict:
+    """``jobs`` jobs: up to ``running_share`` of them running, filling nodes in order with
+    whole GPUs or two shard jobs per GPU; the rest pending."""
+    rng = random.Random(seed)
+    out: list[dict] = []
+    running = int(jobs * running_share)
+    for k in range(nodes):
+        node, free = f"n{k:04d}", list(range(gpus_per_node))
+        while free and len(out) < running:
+            if rng.random() < 0.25:   # two shard jobs on one GPU
+                i = free.pop(0)
+                for _ in range(2):
+                    n = shards_per_gpu // 2
+                    out.append(_job(len(out) + 1, rng, now, job_state="RUNNING", nodes=node,
+                                    start_time=now - 600, tres_per_node=f"gres:shard:g{i}:{n}",
+                                    gres_detail=[f"shard:g{i}:{n}(IDX:{i})"]))
+                continue
+            size = min(rng.choice((1, 1, 2, 4, 8)), len(free))
+            held, free = free[:size], free[size:]
+            detail = ",".join(f"gpu:g{i}:{int(i in held)}(IDX:{i if i in held else ''})"
+                              for i in range(gpus_per_node))
+            out.append(_job(len(out) + 1, rng, now, job_state="RUNNING", nodes=node,
+                            start_time=now - 600, tres_per_node=f"gres:gpu:{size}",
+                            gres_detail=[detail]))
+    while len(out) < jobs:
+        out.append(_job(len(out) + 1, rng, now, job_state="PENDING", start_time=0,
+                        state_reason=rng.choice(["Resources", "Priority", "BeginTime"]),
+                        tres_per_node=f"gres:gpu:{rng.choice((1, 2, 4, 8))}"))
+    return {"meta": {}, "errors": [], "jobs": out[:jobs]}
