@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from .. import localcluster
@@ -79,3 +81,15 @@ def status(state_dir: str | None, as_json_flag: bool) -> None:
                    f"{'answers /ping' if result['influx_ping'] else 'not answering'}")
         click.echo(f"state dir: {result['state_dir']}  ({'up' if result['up'] else 'not up'})")
     raise SystemExit(0 if result["up"] else 1)
+
+
+@group.command("env")
+@_STATE_DIR
+def env(state_dir: str | None) -> None:
+    """Print shell exports that point wattbatch and Slurm at the local cluster.
+
+    Use as: eval "$(wattctl localcluster env)"
+    """
+    spec = localcluster.resolve(state_dir)
+    for name, value in spec.env().items():
+        click.echo(f"export {name}={shlex.quote(value)}")

@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import socket
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -244,6 +245,21 @@ def _influx(spec: Spec) -> bool:
     return True
 
 
+def _collector(spec: Spec) -> bool:
+    """The emulated-GPU collector: the fake GPUs' power, energy and utilisation from the
+    physics model, every 2 s, into InfluxDB (and each shared job's slowdown file)."""
+    if procs.running_pid(spec.pid_file("collector"), "python"):
+        return False
+    python = sys.executable
+    _start(["start-stop-daemon", "--start", "--background", "--make-pidfile", "--pidfile",
+            str(spec.pid_file("collector")), "--output", str(spec.log_file("collector")),
+            "--exec", python, "--", "-m", "slurm_plugin.cli", "collect", "--interval", "2",
+            "--source", "emulated", "--node", "all"],
+           spec, "collector", spec.pid_file("collector"), "python", spec.log_file("collector"),
+           env={**spec.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    return True
+
+
 def _influx_database(spec: Spec) -> None:
     query = urllib.parse.urlencode({"q": f'CREATE DATABASE "{spec.influx_database}"'}).encode()
     try:
@@ -317,16 +333,17 @@ def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
                                               "slurm: all nodes idle", logs, 0.5))
     step("influx ping", lambda: procs.wait_for(lambda: influx_ping(spec), timeout_s,
                                                "influxd: /ping", [spec.log_file("influxd")]))
-    step("alive", lambda: _check_alive(spec))
     step("influx database", lambda: _influx_database(spec))
     step("site files", lambda: _write_user_files(spec))
+    step("collector", lambda: _collector(spec))
+    step("alive", lambda: _check_alive(spec))
     report.step_s["total"] = round(sum(report.step_s.values()), 3)
     return report
 
 
 def _daemon_pid_files(spec: Spec) -> list[tuple[str, Path, str]]:
     """(name, pid file, program) in stop order."""
-    return ([(f"slurmd-{n}", spec.run_dir / f"slurmd-{n}.pid", "slurmd")
+    return ([("collector", spec.pid_file("collector"), "python")] + [(f"slurmd-{n}", spec.run_dir / f"slurmd-{n}.pid", "slurmd")
              for n in spec.node_names]
             + [("slurmctld", spec.pid_file("slurmctld"), "slurmctld"),
                ("slurmdbd", spec.pid_file("slurmdbd"), "slurmdbd"),
