@@ -1,0 +1,100 @@
+"""Reconcile pass time: live on the local cluster, and parse + policy on a synthetic snapshot.
+
+    .venv/bin/python benchmarks/bench_reconcile.py [--policy slurm-default,eaco] [--live N] [--json]
+
+The synthetic snapshot is 1,000 nodes x 8 GPUs and 10,000 jobs in ``squeue --json`` form; one
+"pass" is JSON decode + parse into a Cluster + ``policy.reconcile`` (dry run, no Slurm command).
+The live part runs ``wattctl reconcile --dry-run`` N times against $SLURM_CONF /
+$WATTBATCH_SITE_CONFIG (the local cluster) and reports the median wall time of the pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from slurm_plugin.model import Readings
+from slurm_plugin.policy import get_policy
+from slurm_plugin.proc import run
+from slurm_plugin.reconcile import reconcile_pass
+from slurm_plugin.slurm.snapshot import build_cluster
+from slurm_plugin.slurm.synthetic import sinfo_json, squeue_json
+
+
+class NoActuator:
+    def __getattr__(self, name):  # dry run: never called
+        raise AssertionError(f"dry run called {name}")
+
+
+def synthetic_pass(policy_name: str, sinfo_text: str, squeue_text: str, repeat: int) -> dict:
+    policy = get_policy(policy_name)
+    times, parse_times, policy_times = [], [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as state:
+            t0 = time.perf_counter()
+            holder = {}
+
+            def snap():
+                t = time.perf_counter()
+                c = build_cluster(json.loads(sinfo_text), json.loads(squeue_text), "bench",
+                                  time.time())
+                holder["parse_s"] = time.perf_counter() - t
+                return c
+
+            res = reconcile_pass(policy=policy, snapshot=snap, readings=Readings,
+                                 actuator=NoActuator(), state_dir=Path(state), dry_run=True)
+            times.append(time.perf_counter() - t0)
+            parse_times.append(holder["parse_s"])
+            policy_times.append(res.policy_s)
+    return {"policy": policy_name, "pass_s": statistics.median(times),
+            "parse_s": statistics.median(parse_times),
+            "policy_s": statistics.median(policy_times), "jobs": res.jobs_seen,
+            "nodes": res.nodes_seen, "actions": len(res.outcomes)}
+
+
+def live_passes(n: int) -> dict:
+    walls, totals = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        out = run([sys.executable, "-m", "slurm_plugin.cli", "reconcile", "--dry-run", "--json"],
+                  timeout_s=60).stdout
+        walls.append(time.perf_counter() - t0)
+        totals.append(json.loads(out)["total_s"])
+    return {"passes": n, "pass_s": statistics.median(totals),
+            "command_wall_s": statistics.median(walls)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--policy", default="slurm-default,eaco")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--live", type=int, default=10, help="live passes (0: skip)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    sinfo_text = json.dumps(sinfo_json(nodes=1000, gpus_per_node=8))
+    squeue_text = json.dumps(squeue_json(nodes=1000, gpus_per_node=8, jobs=10000))
+    out = {"synthetic": [synthetic_pass(p, sinfo_text, squeue_text, args.repeat)
+                         for p in args.policy.split(",")]}
+    if args.live:
+        out["live"] = live_passes(args.live)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    for r in out["synthetic"]:
+        print(f"synthetic 1000x8 GPUs, {r['jobs']} jobs, {r['policy']}: pass "
+              f"{r['pass_s'] * 1000:.0f} ms (parse {r['parse_s'] * 1000:.0f} ms, policy "
+              f"{r['policy_s'] * 1000:.0f} ms), {r['actions']} actions")
+    if "live" in out:
+        lv = out["live"]
+        print(f"live local cluster: pass {lv['pass_s'] * 1000:.0f} ms median of {lv['passes']}"
+              f" (whole wattctl command {lv['command_wall_s'] * 1000:.0f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
