@@ -1,0 +1,370 @@
+"""``eaco``: energy-aware co-location of training jobs on shared GPUs (EaCO, arXiv 2412.08294).
+
+``advise``, for a job that may share:
+1. every candidate GPU set of one node holding shared jobs is checked: no exclusive job, fewer
+   than ``max_jobs_per_gpu`` jobs, shards left for the job, residents' summed solo utilisation
+   plus its own under the threshold, their peak memory plus its own under the memory threshold;
+2. the most utilised candidate first (packing; ties to the busiest node), the slowdown of every
+   job that would share is predicted (history of observed groups first, else the physics); the
+   first candidate where all stay under ``max_slowdown`` and their deadlines and the objective
+   ``alpha * energy + (1 - alpha) * time per epoch`` beats an exclusive GPU is taken;
+3. else the job runs alone on a free GPU of the busiest node, as shards so that a compatible job
+   can join later;
+4. with no free GPU, or a queue so long the job would not start now, a one-GPU job is handed to
+   Slurm as shards without naming a GPU: the shard count of each class (``eaco_shards``) is
+   chosen so that any jobs whose shards fit on one GPU are predicted to share it well;
+5. else whole GPUs where Slurm puts them (as ``slurm-default``).
+A job that may not share (opted out, site default off, unknown class, multi-node, or a class
+that shares well with no class) gets whole GPUs; ``why`` says which case applied.
+
+``reconcile`` (``eaco_observe``): the early-stage observation of each shared GPU, recorded in
+the history, and a move to an exclusive GPU for a job the observation (or the prediction, for
+jobs that met on one GPU unplanned) shows is slowed too much or would miss its deadline.
+
+Pure: imports only the model, the policy interface and the physics. See docs/eaco.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..model import Action, Gpu, Job, JobRequest, Node, Placement
+from ..physics import JobClass, node_base_power_w, node_resume_delay_s
+from .base import Context, plain_placement
+from .eaco_observe import observe
+from .eaco_predict import (group_slowdowns, known_class, objective, remaining_solo_s,
+                           repeat_key_of, solo_time_s, solo_util_pct)
+from .eaco_settings import EacoSettings
+from .eaco_shards import memory_cap_mib, share_weights
+
+NAME = "eaco"
+# Slurm looks at this many queued jobs per scheduling pass (slurm.conf default_queue_depth):
+# a job submitted behind as many would not start now, and a GPU chosen for it now may hold
+# other jobs by the time it starts, so the GPU is left for Slurm to choose then.
+QUEUE_DEPTH = 100
+
+
+@dataclass(slots=True)
+class _Resident:
+    job: Job
+    cls: JobClass
+    gpus: int
+
+
+@dataclass(slots=True)
+class _Candidate:
+    node: Node
+    pos: int
+    busy: int                      # GPUs of the node holding any job (packing tie-break)
+    gpus: list[Gpu]
+    residents: list[list[_Resident]]
+    util_pct: float                # summed solo utilisation of the residents of the set
+    mem_mib: float                 # largest resident peak memory on one GPU of the set
+
+
+class _Shares:
+    """Per call: the shard weights of the job's class on each kind of GPU."""
+
+    def __init__(self, app: str, need_mib: int, s: EacoSettings,
+                 history: Mapping[str, float]) -> None:
+        self.app, self.need_mib, self.s, self.history = app, need_mib, s, history
+        self._cache: dict[tuple, int] = {}
+
+    def weight(self, g: Gpu, gpus_per_node: int) -> int:
+        """Shards this job takes on ``g`` (0: it cannot share such a GPU, or its memory
+        would not fit under the cap that goes with its shards)."""
+        key = (g.shards_total, g.memory_mib, g.model, gpus_per_node)
+        w = self._cache.get(key)
+        if w is None:
+            w = share_weights(g.shards_total, g.memory_mib, self.s, self.history, g.model,
+                              gpus_per_node).get(self.app, 0)
+            if w and self.need_mib > memory_cap_mib(g.memory_mib, w, g.shards_total, self.s):
+                w = 0
+            self._cache[key] = w
+        return w
+
+
+def _queued(jobs: Mapping[str, Job], limit: int) -> int:
+    """Pending jobs, counted up to ``limit``."""
+    n = 0
+    for job in jobs.values():
+        if job.pending:
+            n += 1
+            if n >= limit:
+                break
+    return n
+
+
+def _residents(gpu: Gpu, jobs: Mapping[str, Job]) -> list[_Resident] | None:
+    """The jobs on a shared GPU with their classes; None if one is unknown (cannot predict)."""
+    out = []
+    for jid in gpu.shard_jobs:
+        job = jobs.get(jid)
+        cls = known_class(job.app) if job is not None else None
+        if cls is None:
+            return None
+        out.append(_Resident(job, cls, max(1, len(job.uses) or job.gpus)))
+    return out
+
+
+def _refusal(request: JobRequest, s: EacoSettings, cls: JobClass | None, own_util: float) -> str:
+    """Why this job must not share, or "" if it may."""
+    if request.allow_share is False:
+        return "the job opted out of sharing"
+    if "share" in request.opt_out:
+        return "the job refused the share action"
+    if request.allow_share is None and not s.allow_share:
+        return "the site shares GPUs only with jobs that opt in"
+    if request.gpus < 1:
+        return "the job asks for no GPU"
+    if request.num_nodes > 1:
+        return "a multi-node job gets whole GPUs"
+    if cls is None:
+        return (f"workload class {request.app!r} is unknown, so its interference cannot be "
+                "predicted")
+    if own_util > s.util_threshold_pct:
+        return (f"its own utilisation {own_util:.0f}% is over the threshold "
+                f"{s.util_threshold_pct:.0f}%")
+    return ""
+
+
+class Eaco:
+    name = NAME
+    # EaCO's energy gain includes fewer active nodes: packing lets idle nodes power down. The
+    # same slurm.conf power saving as ``slurm-powersave`` (SuspendTime 10 min).
+    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        s = EacoSettings.from_mapping(ctx.settings)
+        cls = known_class(request.app)
+        own_util = cls.util_at(request.gpus) if cls else 0.0
+        why = _refusal(request, s, cls, own_util)
+        if why:
+            return plain_placement(self.name, request, f"eaco: exclusive GPUs: {why}")
+        assert cls is not None
+        need_mib = request.memory_per_gpu_mib or cls.memory_mib
+        shares = _Shares(request.app, need_mib, s, ctx.history)
+        queued = _queued(ctx.cluster.jobs, QUEUE_DEPTH)
+        summary = f"{queued}+ jobs queued, it would not start now"
+        sample = None
+        if queued < QUEUE_DEPTH:
+            cands, free_sets, sample = self._candidates(request, ctx, s, shares, need_mib,
+                                                        own_util)
+            rejected: dict[str, int] = {}
+            for cand in cands:
+                placement = self._try(request, ctx, s, cls, shares, need_mib, own_util, cand,
+                                      rejected)
+                if placement is not None:
+                    return placement
+            reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
+            summary = f"{len(cands)} candidate GPU sets" + (f" ({reasons})" if reasons else "")
+            if free_sets:
+                return self._alone(request, s, shares, summary, *free_sets[0])
+        else:
+            sample = self._sample_gpu(ctx, request)
+        if sample is not None and request.gpus == 1 and request.deadline_s is None:
+            w = shares.weight(sample[0], sample[1])
+            if w:
+                return self._any_gpu(request, s, sample[0], w, summary)
+        return plain_placement(self.name, request,
+                               f"eaco: exclusive GPUs: nothing to share with now ({summary}); "
+                               "Slurm places it")
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name)
+
+    # ------------------------------------------------------------------ placements
+    def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, summary: str,
+               node: Node, gpus: list[Gpu]) -> Placement:
+        w = shares.weight(gpus[0], len(node.gpus))
+        cap = memory_cap_mib(gpus[0].memory_mib, w, gpus[0].shards_total, s)
+        where = ",".join(f"{node.name}:{g.index}" for g in gpus)
+        return Placement(
+            policy=self.name, gpus=request.gpus, nodes=(node.name,),
+            gpu_indexes=tuple(g.index for g in gpus), share_mode=s.share_gres, shards=w,
+            gpu_memory_cap_mib=cap,
+            why=(f"eaco: alone on free GPU {where} of the busiest node: nothing to share with "
+                 f"({summary})",
+                 f"held as {w} of {gpus[0].shards_total} {s.share_gres}s so a compatible job "
+                 f"can join; GPU memory capped at {cap} MiB"),
+            predicted=MappingProxyType({"slowdown": 1.0, "energy_saving_pct": 0.0}))
+
+    def _any_gpu(self, request: JobRequest, s: EacoSettings, sample: Gpu, w: int,
+                 summary: str) -> Placement:
+        cap = memory_cap_mib(sample.memory_mib, w, sample.shards_total, s)
+        return Placement(
+            policy=self.name, gpus=request.gpus, share_mode=s.share_gres, shards=w,
+            gpu_memory_cap_mib=cap,
+            why=(f"eaco: {w} of {sample.shards_total} {s.share_gres}s on whichever GPU Slurm "
+                 f"finds first when it starts ({summary})",
+                 f"the {s.share_gres} counts per class are chosen so that any jobs that fit on "
+                 f"one GPU are predicted to stay under slowdown {s.max_slowdown:g}; GPU "
+                 f"memory capped at {cap} MiB"),
+            predicted=MappingProxyType({"slowdown_limit": s.max_slowdown}))
+
+    # ------------------------------------------------------------------ candidates
+    @staticmethod
+    def _sample_gpu(ctx: Context, request: JobRequest) -> tuple[Gpu, int] | None:
+        """A GPU that offers shards, of the model asked for, and its node's GPU count."""
+        want = request.gpu_model.lower()
+        for node in ctx.cluster.nodes:
+            for g in node.gpus:
+                if g.shards_total > 0 and (not want or g.model.lower() == want):
+                    return g, len(node.gpus)
+        return None
+
+    def _candidates(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
+                    need_mib: int, own_util: float):
+        """Candidate GPU sets with residents (most utilised first), free GPU sets (busiest
+        node first, powered before suspended) and a GPU that offers shards."""
+        k = request.gpus
+        want_model = request.gpu_model.lower()
+        jobs = ctx.cluster.jobs
+        cands: list[_Candidate] = []
+        free_sets: list[tuple[tuple, Node, list[Gpu]]] = []
+        sample = None
+        for pos, node in enumerate(ctx.cluster.nodes):
+            if not node.available or len(node.gpus) < k:
+                continue
+            busy, free, shared = 0, [], []
+            for g in node.gpus:
+                if not g.is_free:
+                    busy += 1
+                if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
+                    continue
+                sample = sample or (g, len(node.gpus))
+                w = shares.weight(g, len(node.gpus))
+                if not w:
+                    continue
+                if g.is_free:
+                    free.append(g)
+                elif g.exclusive_job is None:
+                    entry = self._eligible(g, jobs, s, w, need_mib, own_util)
+                    if entry is not None:
+                        shared.append(entry)
+            if len(free) >= k:
+                free_sets.append(((-busy, pos), node, free[:k]))
+            if shared and len(shared) + len(free) >= k:
+                shared.sort(key=lambda e: (-e[1], e[0].index))
+                chosen = shared[:k]
+                fill = free[:k - len(chosen)]
+                cands.append(_Candidate(
+                    node, pos, busy, [e[0] for e in chosen] + fill,
+                    [e[3] for e in chosen] + [[] for _ in fill],
+                    sum(e[1] for e in chosen), max(e[2] for e in chosen)))
+        cands.sort(key=lambda c: (-c.util_pct, -c.busy, c.pos))
+        free_sets.sort(key=lambda f: f[0])
+        free_sets = self._prefer_powered(ctx, free_sets)
+        return cands, [(n, g) for _, n, g in free_sets], sample
+
+    @staticmethod
+    def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,
+                  own_util: float) -> tuple[Gpu, float, float, list[_Resident]] | None:
+        if len(g.shard_jobs) >= s.max_jobs_per_gpu or g.shards_used + w > g.shards_total:
+            return None
+        res = _residents(g, jobs)
+        if res is None:
+            return None
+        util = sum(solo_util_pct(r.job.app, r.gpus) for r in res)
+        mem = sum(r.cls.memory_mib for r in res)
+        if util + own_util > s.util_threshold_pct:
+            return None
+        if mem + need_mib > g.memory_mib * s.mem_threshold_pct / 100:
+            return None
+        return g, util, mem, res
+
+    @staticmethod
+    def _prefer_powered(ctx: Context, free_sets: list) -> list:
+        """Among idle nodes, a powered one before a suspended one (GPU power reads 0)."""
+        if len(free_sets) < 2 or free_sets[0][0][0] != 0 or not ctx.readings.gpus:
+            return free_sets
+        gpus = ctx.readings.gpus
+        for i, (_, node, sel) in enumerate(free_sets):
+            r = gpus.get((node.name, sel[0].index))
+            if r is None or r.power_w > 0:
+                return [free_sets[i]] + free_sets[:i] + free_sets[i + 1:]
+        return free_sets
+
+    # ------------------------------------------------------------------ one candidate
+    def _try(self, request: JobRequest, ctx: Context, s: EacoSettings, cls: JobClass,
+             shares: _Shares, need_mib: int, own_util: float, cand: _Candidate,
+             rejected: dict[str, int]) -> Placement | None:
+        def reject(why: str) -> None:
+            rejected[why] = rejected.get(why, 0) + 1
+
+        history, now = ctx.history, ctx.now_s
+        own_hist = history.get(f"job:{request.repeat_key}:slowdown") if request.repeat_key else None
+        per_gpu, new_slow, source = [], 1.0, "alone"
+        res_new: dict[str, float] = {}
+        res_old: dict[str, float] = {}
+        res_of: dict[str, _Resident] = {}
+        for res in cand.residents:
+            apps = [r.job.app for r in res]
+            old, _ = group_slowdowns(apps, history)
+            new, src = group_slowdowns(apps + [request.app], history,
+                                       [None] * len(apps) + [own_hist])
+            if res:
+                source = src
+            new_slow = max(new_slow, new[-1])
+            for r, o, n in zip(res, old, new):
+                jid = r.job.job_id
+                res_of[jid] = r
+                res_old[jid] = max(res_old.get(jid, 1.0), o)
+                res_new[jid] = max(res_new.get(jid, 1.0), n)
+            per_gpu.append(([r.cls.dynamic_power_at(r.gpus, cand.gpus[0].model) for r in res],
+                            old, new[:-1]))
+        worst_res = max(res_new.values(), default=1.0)
+        if max(new_slow, worst_res) > s.max_slowdown:
+            return reject("over max slowdown")
+        # deadlines: the new job, then every resident, must finish in time sharing
+        solo = solo_time_s(request.repeat_key, request.time_limit_s, history)
+        deadline = request.deadline_s
+        if deadline is None and solo is not None:
+            deadline = request.submit_s + s.deadline_factor * solo
+        finish = now + solo * new_slow if solo is not None else None
+        if finish is not None and deadline is not None and finish > deadline:
+            return reject("would miss its deadline")
+        slack = float("inf")
+        progress = ctx.readings.progress
+        for jid, r in res_of.items():
+            r_solo = solo_time_s(repeat_key_of(r.job), r.job.time_limit_s, history)
+            if r_solo is None:
+                continue
+            left = remaining_solo_s(r.job, progress.get(jid), r_solo, now, res_old[jid])
+            end = now + left * res_new[jid]
+            slack = min(slack, r.job.submit_s + s.deadline_factor * r_solo - end)
+        if slack < 0:
+            return reject("would make a resident miss its deadline")
+        model = cand.gpus[0].model
+        static_w = node_base_power_w() / max(1, len(cand.node.gpus))
+        gain = objective(per_gpu, cls.dynamic_power_at(request.gpus, model), new_slow,
+                         static_w, s.alpha, model)
+        if gain.cost >= 1.0:
+            return reject("not worth it (cost >= 1)")
+        w = shares.weight(cand.gpus[0], len(cand.node.gpus))
+        cap = memory_cap_mib(cand.gpus[0].memory_mib, w, cand.gpus[0].shards_total, s)
+        where = ",".join(f"{cand.node.name}:{g.index}" for g in cand.gpus)
+        with_ = ", ".join(f"{r.job.job_id} ({r.job.app})" for r in res_of.values())
+        saving = 100 * (1 - gain.energy_ratio)
+        predicted = {"slowdown": new_slow, "resident_slowdown_max": worst_res,
+                     "energy_ratio": gain.energy_ratio, "energy_saving_pct": saving,
+                     "time_ratio": gain.time_ratio, "cost": gain.cost,
+                     "util_pct": cand.util_pct + own_util, "mem_mib": cand.mem_mib + need_mib}
+        if finish is not None:
+            predicted["finish_s"] = finish
+        if deadline is not None:
+            predicted["deadline_s"] = deadline
+        if slack != float("inf"):
+            predicted["resident_slack_s"] = slack
+        return Placement(
+            policy=self.name, gpus=request.gpus, nodes=(cand.node.name,),
+            gpu_indexes=tuple(g.index for g in cand.gpus), share_mode=s.share_gres,
+            shards=w, gpu_memory_cap_mib=cap,
+            why=(f"eaco: share GPU {where} with {with_}",
+                 f"predicted slowdown {new_slow:.3f} for this job, at most {worst_res:.3f} for "
+                 f"the residents (from {source}; limit {s.max_slowdown:g})",
+                 f"predicted energy per epoch {saving:.0f}% below an exclusive GPU; objective "
+                 f"{gain.cost:.3f} < 1 (alpha {s.alpha:g}); GPU memory capped at {cap} MiB"),
+            predicted=MappingProxyType(predicted))

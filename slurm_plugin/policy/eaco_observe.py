@@ -1,0 +1,179 @@
+"""EaCO's early-stage observation (``Eaco.reconcile``): check predictions against the first
+epochs a group of jobs runs together on one GPU, and undo a co-location that went wrong.
+
+The first pass that sees a group (the set of jobs on one shared GPU) records each job's step
+and time as marks in the history (``mark:<group>:<job>:step|t``, an ``observe`` action). Once
+every job has run ``observe_epochs`` epochs past its mark, the group is judged: a job's
+observed slowdown is its samples/s alone (history ``job:<key>:solo_rate``) over its latest
+samples/s, or without that seed its time per step since the mark over its time per step alone
+(run time alone / total steps). Each group then yields at most one ``observe`` action (history
+keys ``pair:<apps>``, ``pair:<apps>:predicted``, ``job:<key>:slowdown`` and the marker
+``seen:<group>`` that keeps later passes from recording it twice) and at most one
+``move_exclusive`` action, for the most slowed job whose slowdown exceeds ``max_slowdown`` or
+whose deadline only an exclusive GPU still meets. No job gets two actions in one pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..model import Action, Gpu, Job, Progress
+from .base import Context
+from .eaco_predict import (group_key, group_slowdowns, known_class, remaining_solo_s,
+                           repeat_key_of, solo_time_s)
+from .eaco_settings import EacoSettings
+
+# Observed slowdowns within this fraction of max_slowdown are not acted on: a step count read
+# at one instant is accurate to about one step in a hundred.
+TOLERANCE = 0.02
+
+
+def _marks(gid: str, jid: str, history) -> tuple[float, float] | None:
+    step, t = history.get(f"mark:{gid}:{jid}:step"), history.get(f"mark:{gid}:{jid}:t")
+    return None if step is None or t is None else (float(step), float(t))
+
+
+def _observed(job: Job, p: Progress, mark: tuple[float, float], s: EacoSettings,
+              history) -> float | None:
+    """The slowdown ``job`` shows since its group was first seen (``mark``: its step and the
+    time then), or None if it has not run ``observe_epochs`` epochs since."""
+    together = p.step - mark[0]
+    if p.steps_per_epoch <= 0 or together < s.observe_epochs * p.steps_per_epoch \
+            or p.taken_s <= mark[1]:
+        return None
+    key = repeat_key_of(job)
+    solo_rate = history.get(f"job:{key}:solo_rate")
+    if solo_rate and p.samples_per_s > 0:
+        return max(1.0, float(solo_rate) / p.samples_per_s)
+    solo_s = solo_time_s(key, job.time_limit_s, history)
+    if solo_s is None or p.total_steps <= 0:
+        return None
+    return max(1.0, (p.taken_s - mark[1]) / together / (solo_s / p.total_steps))
+
+
+@dataclass(slots=True)
+class _Group:
+    gid: str                              # its job ids, sorted, joined by "+"
+    where: str                            # node:index
+    members: list[tuple[Job, Progress]]
+    predicted: tuple[float, ...]          # predicted slowdown of each member
+
+
+def _group(node: str, gpu: Gpu, ctx: Context) -> _Group | None:
+    """The running jobs sharing ``gpu`` with their progress; None if one lacks either."""
+    jobs, progress = ctx.cluster.jobs, ctx.readings.progress
+    members: list[tuple[Job, Progress]] = []
+    for jid in gpu.shard_jobs:
+        job = jobs.get(jid)
+        p = progress.get(jid)
+        if job is None or p is None or not job.running or known_class(job.app) is None:
+            return None
+        members.append((job, p))
+    predicted, _ = group_slowdowns([j.app for j, _ in members], ctx.history)
+    return _Group("+".join(sorted(gpu.shard_jobs)), f"{node}:{gpu.index}", members, predicted)
+
+
+def _reason(job: Job, p: Progress, obs: float, ctx: Context, s: EacoSettings) -> str:
+    """Why a job showing slowdown ``obs`` must leave its shared GPU ("" if it may stay)."""
+    if obs > s.max_slowdown * (1 + TOLERANCE):
+        return f"over the limit {s.max_slowdown:g}"
+    solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, ctx.history)
+    if solo_s is None:
+        return ""
+    deadline = job.submit_s + s.deadline_factor * solo_s
+    left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
+    if ctx.now_s + left * obs > deadline >= ctx.now_s + left:
+        return (f"would finish at {ctx.now_s + left * obs:.0f}, after its deadline "
+                f"{deadline:.0f}, which an exclusive GPU still meets")
+    return ""
+
+
+def _move(policy: str, g: _Group, job: Job, observed: float | None, predicted: float,
+          reason: str) -> Action:
+    others = ", ".join(f"{j.job_id} ({j.app})" for j, _ in g.members if j is not job)
+    seen = f"observed slowdown {observed:.3f}, predicted" if observed is not None else \
+        "not yet observed; predicted slowdown"
+    figures = {"predicted_slowdown": predicted}
+    if observed is not None:
+        figures["observed_slowdown"] = observed
+    uses = {(u.node, u.index) for u in job.uses}
+    return Action(kind="move_exclusive", job_id=job.job_id, policy=policy,
+                  gpus=max(1, len(uses) or job.gpus),
+                  why=(f"eaco: {job.job_id} ({job.app}) on {g.where} with {others}: {seen} "
+                       f"{predicted:.3f}: {reason}; requeued on exclusive GPUs, resuming from "
+                       "its checkpoint"),
+                  predicted=MappingProxyType(figures))
+
+
+def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
+           acted: set[str]) -> list[Action]:
+    """The actions for one group (at most one move and one observe, no job twice)."""
+    history = ctx.history
+    free = [(j, p, pr) for (j, p), pr in zip(g.members, g.predicted) if j.job_id not in acted]
+    if not free:
+        return []
+    # A group that was never admitted (jobs placed at once on one GPU) is undone on its
+    # prediction alone: the most slowed job leaves before it wastes an epoch.
+    worst = max(free, key=lambda x: (x[2], x[0].start_s or 0.0, x[0].job_id))
+    if worst[2] > s.max_slowdown * (1 + TOLERANCE):
+        return [_move(policy, g, worst[0], None, worst[2],
+                      f"over the limit {s.max_slowdown:g} by prediction")]
+    marks = [_marks(g.gid, j.job_id, history) for j, _ in g.members]
+    if any(m is None for m in marks):
+        if any(p.step <= 0 for _, p in g.members):
+            return []        # a job not yet stepping (starting, or its node booting)
+        figures: dict[str, float] = {}
+        for (job, p), m in zip(g.members, marks):
+            if m is None:
+                figures[f"mark:{g.gid}:{job.job_id}:step"] = float(p.step)
+                figures[f"mark:{g.gid}:{job.job_id}:t"] = p.taken_s
+        return [Action(kind="observe", job_id=free[0][0].job_id, policy=policy,
+                       why=f"eaco: group {g.gid} on {g.where} first seen: observation starts",
+                       predicted=MappingProxyType(figures))]
+    observed = []
+    for (job, p), m in zip(g.members, marks):
+        obs = _observed(job, p, m, s, history)
+        if obs is None:
+            return []
+        observed.append(obs)
+    out: list[Action] = []
+    bad = [(obs, j, pr, _reason(j, p, obs, ctx, s))
+           for (j, p), pr, obs in zip(g.members, g.predicted, observed) if j.job_id not in acted]
+    bad = [b for b in bad if b[3]]
+    mover = None
+    if bad:
+        obs, mover, pred, reason = max(bad, key=lambda b: (b[0], b[1].start_s or 0.0, b[1].job_id))
+        out.append(_move(policy, g, mover, obs, pred, reason))
+    marker = f"seen:{g.gid}"
+    target = next((j for j, _, _ in free if j is not mover), None)
+    if marker in history or target is None:
+        return out
+    key = group_key([j.app for j, _ in g.members])
+    figures = {key: max(observed), f"{key}:predicted": max(g.predicted), marker: 1.0}
+    for (job, _), obs in zip(g.members, observed):
+        figures[f"job:{repeat_key_of(job)}:slowdown"] = obs
+    detail = ", ".join(f"{j.job_id} ({j.app}) {obs:.3f} vs predicted {pr:.3f}"
+                       for (j, _), obs, pr in zip(g.members, observed, g.predicted))
+    out.append(Action(kind="observe", job_id=target.job_id, policy=policy,
+                      why=f"eaco: observed on {g.where} after {s.observe_epochs} epoch(s) "
+                          f"together: {detail}",
+                      predicted=MappingProxyType(figures)))
+    return out
+
+
+def observe(ctx: Context, s: EacoSettings, policy: str) -> tuple[Action, ...]:
+    """One pass over every shared GPU (see the module docstring)."""
+    actions: list[Action] = []
+    acted: set[str] = set()
+    for node in ctx.cluster.nodes:
+        for gpu in node.gpus:
+            if len(gpu.shard_jobs) < 2:
+                continue
+            g = _group(node.name, gpu, ctx)
+            if g is None:
+                continue
+            for a in _judge(g, ctx, s, policy, acted):
+                actions.append(a)
+                acted.add(a.job_id)
+    return tuple(actions)

@@ -1,0 +1,181 @@
+"""EaCO advise: invariants over many random cluster shapes, and history over physics."""
+
+from __future__ import annotations
+
+import random
+import tomllib
+from dataclasses import fields
+from types import MappingProxyType
+
+import pytest
+
+from slurm_plugin.model import Cluster, JobRequest, Node
+from slurm_plugin.physics import job_class
+from slurm_plugin.policy import get_policy
+from slurm_plugin.policy.eaco import QUEUE_DEPTH, Eaco
+from slurm_plugin.policy.eaco_predict import group_slowdowns
+from slurm_plugin.policy.eaco_settings import EacoSettings, settings_from_site
+from slurm_plugin.policy.eaco_shards import memory_cap_mib, share_weights
+from slurm_plugin.resources import site_dir
+
+import test_eaco_shapes as shapes
+
+SHAPES = 300
+
+
+def _check(request: JobRequest, ctx, pl) -> None:
+    s = EacoSettings.from_mapping(ctx.settings)
+    may_share = (request.allow_share is not False and "share" not in request.opt_out
+                 and (request.allow_share or s.allow_share))
+    if pl.share_mode == "exclusive":
+        return
+    assert may_share, pl.why
+    assert pl.share_mode == s.share_gres
+    assert request.num_nodes == 1 and pl.gpus == request.gpus
+    assert pl.shards >= 1 and pl.gpu_memory_cap_mib
+    need = request.memory_per_gpu_mib or job_class(request.app).memory_mib
+    assert need <= pl.gpu_memory_cap_mib
+    if not pl.gpu_indexes:              # shards on whichever GPU Slurm finds first
+        assert request.gpus == 1 and request.deadline_s is None and not pl.nodes
+        return
+    assert len(pl.nodes) == 1 and len(set(pl.gpu_indexes)) == request.gpus
+    node = ctx.cluster.node(pl.nodes[0])
+    assert node.available
+    jobs = ctx.cluster.jobs
+    for i in pl.gpu_indexes:
+        g = node.gpus[i]
+        assert g.exclusive_job is None                               # never an exclusive GPU
+        assert len(g.shard_jobs) + 1 <= s.max_jobs_per_gpu           # never over the job count
+        assert g.shards_used + pl.shards <= g.shards_total
+        apps = [jobs[j].app for j in g.shard_jobs]
+        mem = sum(job_class(a).memory_mib for a in apps) + need
+        assert mem <= g.memory_mib * s.mem_threshold_pct / 100      # never over memory
+        util = sum(job_class(a).util_at(1) for a in apps) + job_class(request.app).util_at(pl.gpus)
+        assert util <= s.util_threshold_pct + 1e-9
+        slow, _ = group_slowdowns(apps + [request.app], ctx.history)
+        assert max(slow) <= s.max_slowdown + 1e-9
+    p = pl.predicted
+    if "slowdown" in p and p.get("resident_slowdown_max") is not None:
+        assert p["slowdown"] <= s.max_slowdown and p["resident_slowdown_max"] <= s.max_slowdown
+        assert p["cost"] < 1
+    if "finish_s" in p and "deadline_s" in p:                      # deadlines by the numbers
+        assert p["finish_s"] <= p["deadline_s"]
+    if "resident_slack_s" in p:
+        assert p["resident_slack_s"] >= 0
+
+
+def test_invariants_over_cluster_shapes() -> None:
+    modes = {"pinned": 0, "unpinned": 0, "exclusive": 0}
+    for seed in range(SHAPES):
+        rng = random.Random(seed)
+        cluster = shapes.random_cluster(rng)
+        request = shapes.random_request(rng)
+        ctx = shapes.context(cluster, shapes.random_settings(rng))
+        policy = Eaco()
+        pl = policy.advise(request, ctx)
+        try:
+            _check(request, ctx, pl)
+        except AssertionError:
+            pytest.fail(f"seed {seed}: {request} -> {pl}")
+        assert policy.advise(request, ctx) == pl, seed             # deterministic
+        assert pl.why and pl.why[0].startswith("eaco: ")
+        modes["exclusive" if pl.share_mode == "exclusive" else
+              "pinned" if pl.gpu_indexes else "unpinned"] += 1
+    # the invariants must not hold only because nothing is ever shared
+    assert all(n >= 5 for n in modes.values()), modes
+
+
+def test_opted_out_or_site_off_never_shares() -> None:
+    cluster = shapes.one_gpu({"1": "resnet18"})
+    base = JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW, time_limit_s=600)
+    for req, settings in [(JobRequest(**{**_kw(base), "allow_share": False}), {}),
+                          (JobRequest(**{**_kw(base), "opt_out": frozenset({"share"})}), {}),
+                          (base, {"allow_share": False})]:
+        pl = Eaco().advise(req, shapes.context(cluster, settings))
+        assert pl.share_mode == "exclusive" and not pl.gpu_indexes and not pl.nodes
+        assert "exclusive" in pl.why[0]
+    opted_in = JobRequest(**{**_kw(base), "allow_share": True})
+    assert Eaco().advise(opted_in, shapes.context(cluster, {"allow_share": False})).gpu_indexes == (0,)
+
+
+def _kw(req: JobRequest) -> dict:
+    return {f.name: getattr(req, f.name) for f in fields(req)}
+
+
+def test_packs_onto_compatible_resident_and_explains() -> None:
+    pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW, time_limit_s=600),
+                       shapes.context(shapes.one_gpu({"7": "resnet18"})))
+    assert (pl.nodes, pl.gpu_indexes, pl.share_mode) == (("a",), (0,), "shard")
+    assert "7 (resnet18)" in pl.why[0] and "predicted slowdown" in pl.why[1]
+    assert pl.predicted["energy_saving_pct"] > 20 and pl.predicted["slowdown"] < 1.01
+
+
+def test_history_overrides_physics() -> None:
+    req = JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW, time_limit_s=600)
+    cluster = shapes.one_gpu({"7": "resnet18"})
+    bad = Eaco().advise(req, shapes.context(cluster, history={"pair:alexnet+resnet18": 1.6}))
+    assert bad.gpu_indexes != (0,)                  # physics says 1.004; history said 1.6
+    req = JobRequest(gpus=1, app="vgg16", submit_s=shapes.NOW, time_limit_s=600)
+    cluster = shapes.one_gpu({"7": "vgg16"})
+    assert Eaco().advise(req, shapes.context(cluster)).gpu_indexes != (0,)   # physics: 2.78
+    good = Eaco().advise(req, shapes.context(cluster, history={"pair:vgg16+vgg16": 1.02}))
+    assert good.gpu_indexes == (0,) and "history" in good.why[1]
+
+
+def test_deadline_blocks_sharing() -> None:
+    cluster = shapes.one_gpu({"7": "vgg16"}, free_gpus=0)    # alexnet next to it: 1.063x
+
+    def ask(deadline_in_s: float):
+        req = JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW, time_limit_s=1000,
+                         deadline_s=shapes.NOW + deadline_in_s)
+        return Eaco().advise(req, shapes.context(cluster))
+
+    assert ask(1070).gpu_indexes == (0,)
+    late = ask(1050)
+    assert late.share_mode == "exclusive" and "miss its deadline" in late.why[0]
+
+
+def test_long_queue_hands_the_gpu_choice_to_slurm() -> None:
+    cluster = shapes.one_gpu({"7": "resnet18"})
+    jobs = dict(cluster.jobs)
+    jobs.update({f"q{i}": cluster.jobs["7"].__class__(job_id=f"q{i}", state="PENDING")
+                 for i in range(QUEUE_DEPTH)})
+    busy = Cluster(cluster.nodes, MappingProxyType(jobs), shapes.NOW)
+    pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW), shapes.context(busy))
+    assert pl.share_mode == "shard" and not pl.gpu_indexes and pl.shards >= 1
+    pl = Eaco().advise(JobRequest(gpus=1, app="lstm", submit_s=shapes.NOW), shapes.context(busy))
+    assert pl.share_mode == "exclusive"           # lstm shares well with no class
+
+
+def test_shard_weights_make_every_fitting_group_safe() -> None:
+    for s in (EacoSettings(), EacoSettings(max_jobs_per_gpu=2), EacoSettings(max_slowdown=1.2)):
+        for total in (2, 4, 8, 100):
+            w = share_weights(total, 32510, s, {})
+            names = sorted(w)
+            for a in names:
+                assert job_class(a).memory_mib <= memory_cap_mib(32510, w[a], total, s)
+            for x in names:          # every pair and triple that fits
+                for y in names:
+                    for z in [None] + names:
+                        group = [x, y] + ([z] if z else [])
+                        if sum(w[c] for c in group) <= total:
+                            assert len(group) <= s.max_jobs_per_gpu
+                            assert max(group_slowdowns(group, {})[0]) <= s.max_slowdown
+
+
+def test_no_free_gpu_and_no_shards_is_plain_exclusive() -> None:
+    cluster = Cluster(nodes=(Node("a", "idle"),), taken_s=shapes.NOW)
+    pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW), shapes.context(cluster))
+    assert pl.share_mode == "exclusive" and not pl.changes_anything
+
+
+def test_defaults_match_site_defaults_and_registry() -> None:
+    site = tomllib.loads((site_dir() / "defaults.toml").read_text())
+    flat = {f"{sec}.{k}": v for sec, body in site.items() for k, v in body.items()}
+    settings = settings_from_site(flat)
+    defaults = EacoSettings()
+    for f in fields(EacoSettings):
+        if f.name in site["eaco"]:
+            assert getattr(defaults, f.name) == site["eaco"][f.name], f.name
+    assert EacoSettings.from_mapping(settings).share_gres == flat["slurm.share_gres"]
+    assert isinstance(get_policy("eaco"), Eaco)
