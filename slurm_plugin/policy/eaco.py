@@ -34,8 +34,15 @@ from ..model import Action, Gpu, Job, JobRequest, Node, Placement
 from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
 from .eaco_observe import observe
-from .eaco_predict import (group_slowdowns, known_class, objective, remaining_solo_s,
-                           repeat_key_of, solo_time_s, solo_util_pct)
+from .eaco_predict import (
+    group_slowdowns,
+    known_class,
+    objective,
+    remaining_solo_s,
+    repeat_key_of,
+    solo_time_s,
+    solo_util_pct,
+)
 from .eaco_settings import EacoSettings
 from .eaco_shards import memory_cap_mib, share_weights
 
@@ -146,12 +153,20 @@ class Eaco:
         assert cls is not None
         need_mib = request.memory_per_gpu_mib or cls.memory_mib
         shares = _Shares(request.app, need_mib, s, ctx.history)
+        sample = self._sample_gpu(ctx, request)
+        if sample is None:
+            return plain_placement(self.name, request,
+                                   "eaco: exclusive GPUs: no GPU of this model offers shards")
+        if not shares.weight(*sample):
+            return plain_placement(
+                self.name, request,
+                f"eaco: exclusive GPUs: class {request.app!r} shares a GPU with no class within "
+                f"the limits (slowdown {s.max_slowdown:g}, utilisation "
+                f"{s.util_threshold_pct:g}%, memory {s.mem_threshold_pct:g}%)")
         queued = _queued(ctx.cluster.jobs, QUEUE_DEPTH)
         summary = f"{queued}+ jobs queued, it would not start now"
-        sample = None
         if queued < QUEUE_DEPTH:
-            cands, free_sets, sample = self._candidates(request, ctx, s, shares, need_mib,
-                                                        own_util)
+            cands, free_sets = self._candidates(request, ctx, s, shares, own_util)
             rejected: dict[str, int] = {}
             for cand in cands:
                 placement = self._try(request, ctx, s, cls, shares, need_mib, own_util, cand,
@@ -162,12 +177,8 @@ class Eaco:
             summary = f"{len(cands)} candidate GPU sets" + (f" ({reasons})" if reasons else "")
             if free_sets:
                 return self._alone(request, s, shares, summary, *free_sets[0])
-        else:
-            sample = self._sample_gpu(ctx, request)
-        if sample is not None and request.gpus == 1 and request.deadline_s is None:
-            w = shares.weight(sample[0], sample[1])
-            if w:
-                return self._any_gpu(request, s, sample[0], w, summary)
+        if request.gpus == 1 and request.deadline_s is None:
+            return self._any_gpu(request, s, sample[0], shares.weight(*sample), summary)
         return plain_placement(self.name, request,
                                f"eaco: exclusive GPUs: nothing to share with now ({summary}); "
                                "Slurm places it")
@@ -185,10 +196,10 @@ class Eaco:
             policy=self.name, gpus=request.gpus, nodes=(node.name,),
             gpu_indexes=tuple(g.index for g in gpus), share_mode=s.share_gres, shards=w,
             gpu_memory_cap_mib=cap,
-            why=(f"eaco: alone on free GPU {where} of the busiest node: nothing to share with "
-                 f"({summary})",
-                 f"held as {w} of {gpus[0].shards_total} {s.share_gres}s so a compatible job "
-                 f"can join; GPU memory capped at {cap} MiB"),
+            why=((f"eaco: alone on free GPU {where} of the busiest node: nothing to share with "
+                 f"({summary})"),
+                 (f"held as {w} of {gpus[0].shards_total} {s.share_gres}s so a compatible job "
+                 f"can join; GPU memory capped at {cap} MiB")),
             predicted=MappingProxyType({"slowdown": 1.0, "energy_saving_pct": 0.0}))
 
     def _any_gpu(self, request: JobRequest, s: EacoSettings, sample: Gpu, w: int,
@@ -197,11 +208,11 @@ class Eaco:
         return Placement(
             policy=self.name, gpus=request.gpus, share_mode=s.share_gres, shards=w,
             gpu_memory_cap_mib=cap,
-            why=(f"eaco: {w} of {sample.shards_total} {s.share_gres}s on whichever GPU Slurm "
-                 f"finds first when it starts ({summary})",
-                 f"the {s.share_gres} counts per class are chosen so that any jobs that fit on "
+            why=((f"eaco: {w} of {sample.shards_total} {s.share_gres}s on whichever GPU Slurm "
+                 f"finds first when it starts ({summary})"),
+                 (f"the {s.share_gres} counts per class are chosen so that any jobs that fit on "
                  f"one GPU are predicted to stay under slowdown {s.max_slowdown:g}; GPU "
-                 f"memory capped at {cap} MiB"),
+                 f"memory capped at {cap} MiB")),
             predicted=MappingProxyType({"slowdown_limit": s.max_slowdown}))
 
     # ------------------------------------------------------------------ candidates
@@ -216,15 +227,14 @@ class Eaco:
         return None
 
     def _candidates(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
-                    need_mib: int, own_util: float):
-        """Candidate GPU sets with residents (most utilised first), free GPU sets (busiest
-        node first, powered before suspended) and a GPU that offers shards."""
+                    own_util: float) -> tuple[list[_Candidate], list[tuple[Node, list[Gpu]]]]:
+        """Candidate GPU sets with residents (most utilised first) and free GPU sets (busiest
+        node first, powered before suspended)."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
         cands: list[_Candidate] = []
         free_sets: list[tuple[tuple, Node, list[Gpu]]] = []
-        sample = None
         for pos, node in enumerate(ctx.cluster.nodes):
             if not node.available or len(node.gpus) < k:
                 continue
@@ -234,14 +244,13 @@ class Eaco:
                     busy += 1
                 if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
                     continue
-                sample = sample or (g, len(node.gpus))
                 w = shares.weight(g, len(node.gpus))
                 if not w:
                     continue
                 if g.is_free:
                     free.append(g)
                 elif g.exclusive_job is None:
-                    entry = self._eligible(g, jobs, s, w, need_mib, own_util)
+                    entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
                     if entry is not None:
                         shared.append(entry)
             if len(free) >= k:
@@ -257,7 +266,7 @@ class Eaco:
         cands.sort(key=lambda c: (-c.util_pct, -c.busy, c.pos))
         free_sets.sort(key=lambda f: f[0])
         free_sets = self._prefer_powered(ctx, free_sets)
-        return cands, [(n, g) for _, n, g in free_sets], sample
+        return cands, [(n, g) for _, n, g in free_sets]
 
     @staticmethod
     def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,
@@ -363,8 +372,8 @@ class Eaco:
             gpu_indexes=tuple(g.index for g in cand.gpus), share_mode=s.share_gres,
             shards=w, gpu_memory_cap_mib=cap,
             why=(f"eaco: share GPU {where} with {with_}",
-                 f"predicted slowdown {new_slow:.3f} for this job, at most {worst_res:.3f} for "
-                 f"the residents (from {source}; limit {s.max_slowdown:g})",
-                 f"predicted energy per epoch {saving:.0f}% below an exclusive GPU; objective "
-                 f"{gain.cost:.3f} < 1 (alpha {s.alpha:g}); GPU memory capped at {cap} MiB"),
+                 (f"predicted slowdown {new_slow:.3f} for this job, at most {worst_res:.3f} for "
+                 f"the residents (from {source}; limit {s.max_slowdown:g})"),
+                 (f"predicted energy per epoch {saving:.0f}% below an exclusive GPU; objective "
+                 f"{gain.cost:.3f} < 1 (alpha {s.alpha:g}); GPU memory capped at {cap} MiB")),
             predicted=MappingProxyType(predicted))

@@ -20,8 +20,14 @@ from types import MappingProxyType
 
 from ..model import Action, Gpu, Job, Progress
 from .base import Context
-from .eaco_predict import (group_key, group_slowdowns, known_class, remaining_solo_s,
-                           repeat_key_of, solo_time_s)
+from .eaco_predict import (
+    group_key,
+    group_slowdowns,
+    known_class,
+    remaining_solo_s,
+    repeat_key_of,
+    solo_time_s,
+)
 from .eaco_settings import EacoSettings
 
 # Observed slowdowns within this fraction of max_slowdown are not acted on: a step count read

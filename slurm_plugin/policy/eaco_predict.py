@@ -13,9 +13,9 @@ History keys (``Context.history``, kept by the reconciler from ``observe`` actio
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Mapping, Sequence
 
 from ..errors import InputError
 from ..model import Job, Progress

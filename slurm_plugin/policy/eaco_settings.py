@@ -7,8 +7,8 @@ which data each value comes from. ``settings_from_site`` builds the mapping a ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 

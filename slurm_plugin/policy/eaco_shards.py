@@ -49,7 +49,8 @@ def _candidates(total: int, memory_mib: int, s: EacoSettings) -> tuple[str, ...]
 
 def _groups(names: Sequence[str], total: int) -> list[tuple[str, ...]]:
     """Multisets of 2..total classes (weights are at least 1)."""
-    return [g for k in range(2, total + 1) for g in itertools.combinations_with_replacement(names, k)]
+    return [g for k in range(2, total + 1)
+            for g in itertools.combinations_with_replacement(names, k)]
 
 
 @lru_cache(maxsize=64)

@@ -8,6 +8,7 @@ from dataclasses import fields
 from types import MappingProxyType
 
 import pytest
+import test_eaco_shapes as shapes
 
 from slurm_plugin.model import Cluster, JobRequest, Node
 from slurm_plugin.physics import job_class
@@ -17,8 +18,6 @@ from slurm_plugin.policy.eaco_predict import group_slowdowns
 from slurm_plugin.policy.eaco_settings import EacoSettings, settings_from_site
 from slurm_plugin.policy.eaco_shards import memory_cap_mib, share_weights
 from slurm_plugin.resources import site_dir
-
-import test_eaco_shapes as shapes
 
 SHAPES = 300
 
@@ -95,7 +94,8 @@ def test_opted_out_or_site_off_never_shares() -> None:
         assert pl.share_mode == "exclusive" and not pl.gpu_indexes and not pl.nodes
         assert "exclusive" in pl.why[0]
     opted_in = JobRequest(**{**_kw(base), "allow_share": True})
-    assert Eaco().advise(opted_in, shapes.context(cluster, {"allow_share": False})).gpu_indexes == (0,)
+    pl = Eaco().advise(opted_in, shapes.context(cluster, {"allow_share": False}))
+    assert pl.gpu_indexes == (0,)
 
 
 def _kw(req: JobRequest) -> dict:
@@ -165,7 +165,8 @@ def test_shard_weights_make_every_fitting_group_safe() -> None:
 
 def test_no_free_gpu_and_no_shards_is_plain_exclusive() -> None:
     cluster = Cluster(nodes=(Node("a", "idle"),), taken_s=shapes.NOW)
-    pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW), shapes.context(cluster))
+    pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW),
+                       shapes.context(cluster))
     assert pl.share_mode == "exclusive" and not pl.changes_anything
 
 

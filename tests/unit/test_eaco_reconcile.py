@@ -62,7 +62,8 @@ def test_good_pair_is_observed_and_kept(tmp_path: Path) -> None:
     assert figures["pair:alexnet+resnet18:predicted"] == predicted
     assert "vs predicted" in a2[0].why
     # idempotent: the same state again changes nothing
-    assert Eaco().reconcile(ctx.__class__(**{**_ctx_kw(ctx), "history": dict(history.view())})) == ()
+    again = ctx.__class__(**{**_ctx_kw(ctx), "history": dict(history.view())})
+    assert Eaco().reconcile(again) == ()
 
 
 def _ctx_kw(ctx) -> dict:

@@ -8,7 +8,16 @@ from __future__ import annotations
 import random
 from types import MappingProxyType
 
-from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, JobRequest, Node, Progress, Readings
+from slurm_plugin.model import (
+    Cluster,
+    Gpu,
+    GpuUse,
+    Job,
+    JobRequest,
+    Node,
+    Progress,
+    Readings,
+)
 from slurm_plugin.physics import class_names
 from slurm_plugin.policy.base import Context
 
@@ -70,7 +79,8 @@ def random_request(rng: random.Random) -> JobRequest:
     return JobRequest(name="r", user="u", gpus=rng.choice([1, 1, 1, 2, 3]),
                       num_nodes=rng.choices([1, 2], [9, 1])[0], app=pick_app(rng, ("", "mystery")),
                       time_limit_s=rng.choice([None, rng.uniform(300, 20000)]),
-                      deadline_s=deadline, allow_share=rng.choices([None, True, False], [6, 3, 1])[0],
+                      deadline_s=deadline,
+                      allow_share=rng.choices([None, True, False], [6, 3, 1])[0],
                       opt_out=rng.choices([frozenset(), frozenset({"share"})], [9, 1])[0],
                       memory_per_gpu_mib=rng.choice([None, None, rng.randint(500, 20000)]),
                       submit_s=NOW, repeat_key="u:r")
