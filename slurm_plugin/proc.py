@@ -56,3 +56,28 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
     return done
+
+
+def start(argv: list[str] | tuple[str, ...], *, log_path: str, env: dict[str, str] | None = None,
+          cwd: str | None = None) -> subprocess.Popen:
+    """Start ``argv`` in the background (a helper that runs until stopped, e.g. a collector),
+    stdout and stderr appended to ``log_path``; end it with ``stop``."""
+    argv = [str(a) for a in argv]
+    full_env = None if env is None else {**os.environ, **env}
+    with open(log_path, "ab") as log:
+        try:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                                    cwd=cwd, stdin=subprocess.DEVNULL)
+        except FileNotFoundError as exc:
+            raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
+
+
+def stop(child: subprocess.Popen, *, timeout_s: float = 10.0) -> int:
+    """SIGTERM a process from ``start`` (SIGKILL after ``timeout_s``); its exit status."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            return child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    return child.wait()
