@@ -150,7 +150,7 @@ def test_collect_command_writes_gpu_points(client, env, monkeypatch):
     from slurm_plugin.node import source as sources
 
     class Fake:
-        def __init__(self, node):
+        def __init__(self, node, cfg):
             self.node = node
 
         def read(self):
