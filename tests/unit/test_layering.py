@@ -1,0 +1,38 @@
+"""The brain stays pure: policy/ and physics/ import nothing from the adapters or the simulator."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "slurm_plugin"
+FORBIDDEN = ("slurm", "telemetry", "node", "sim", "localcluster", "commands", "live",
+             "reconcile", "proc")
+
+
+def imported_modules(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            out += [base] + [f"{base}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "policy").glob("*.py"))
+                         + sorted((PKG / "physics").glob("*.py")), ids=lambda p: p.name)
+def test_pure_layers_import_no_adapter(path):
+    bad = [m for m in imported_modules(path)
+           if any(m.lstrip(".").split(".")[0] == f or m.startswith(f"slurm_plugin.{f}")
+                  or m.startswith(f"..{f}") for f in FORBIDDEN)]
+    assert bad == [], f"{path.name} imports {bad}: policies and physics must stay pure"
+
+
+def test_checker_catches_a_forbidden_import(tmp_path):
+    bad = tmp_path / "x.py"
+    bad.write_text("from ..slurm.actions import cancel\n")
+    assert "..slurm.actions" in imported_modules(bad)
