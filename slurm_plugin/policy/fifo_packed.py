@@ -8,6 +8,8 @@ room, which packs as well. Multi-GPU jobs: as slurm-default.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from ..model import Action, Cluster, Gpu, JobRequest, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
@@ -28,6 +30,16 @@ def fits_memory(cluster: Cluster, gpu: Gpu, app: str) -> bool:
 def shard_placement(policy: str, request: JobRequest, gpu: Gpu, shards: int, why: str) -> Placement:
     return Placement(policy=policy, gpus=1, nodes=(gpu.node,), gpu_indexes=(gpu.index,),
                      share_mode="shard", shards=shards, why=(why,))
+
+
+def shareable_gpus(ctx: Context, max_jobs: int) -> Iterator[Gpu]:
+    """GPUs of available nodes that offer at least ``max_jobs`` shards and hold no exclusive
+    job, in node and index order (Slurm's first-fit order)."""
+    for node in ctx.cluster.nodes:
+        if node.available:
+            for g in node.gpus:
+                if g.shards_total >= max_jobs and not g.exclusive_job:
+                    yield g
 
 
 def has_backlog(ctx: Context) -> bool:
@@ -62,20 +74,15 @@ class FifoPacked:
             return queued_shard(self.name, request, ctx,
                                 "fifo-packed: jobs are waiting; Slurm gives it the first GPU with room")
         free = None
-        for node in ctx.cluster.nodes:
-            if not node.available:
-                continue
-            for g in node.gpus:
-                if g.shards_total < MAX_JOBS_PER_GPU or g.exclusive_job:
-                    continue
-                per_job = g.shards_total // MAX_JOBS_PER_GPU
-                if g.shard_jobs:
-                    if g.shards_used + per_job <= g.shards_total and \
-                            fits_memory(ctx.cluster, g, request.app):
-                        return shard_placement(self.name, request, g, per_job,
-                                               f"fifo-packed: packed onto busy {g.node}:{g.index}")
-                elif free is None:
-                    free = (g, per_job)
+        for g in shareable_gpus(ctx, MAX_JOBS_PER_GPU):
+            per_job = g.shards_total // MAX_JOBS_PER_GPU
+            if g.shard_jobs:
+                if g.shards_used + per_job <= g.shards_total and \
+                        fits_memory(ctx.cluster, g, request.app):
+                    return shard_placement(self.name, request, g, per_job,
+                                           f"fifo-packed: packed onto busy {g.node}:{g.index}")
+            elif free is None:
+                free = (g, per_job)
         if free is not None:
             return shard_placement(self.name, request, free[0], free[1],
                                    f"fifo-packed: no busy GPU fits; free {free[0].node}:{free[0].index}")

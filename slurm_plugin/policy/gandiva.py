@@ -12,7 +12,8 @@ from __future__ import annotations
 from ..model import Action, JobRequest, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
-from .fifo_packed import fits_memory, has_backlog, queued_shard, resident_apps, shard_placement, shardable
+from .fifo_packed import (fits_memory, has_backlog, queued_shard, resident_apps, shard_placement,
+                          shardable, shareable_gpus)
 
 QUEUE_THRESHOLD = 8
 MAX_JOBS_PER_GPU = 2
@@ -39,20 +40,15 @@ class Gandiva:
                                 "gandiva: jobs are waiting; packed by Slurm onto the first GPU with room")
         mine = job_class(request.app).util_at(1)
         free, best, best_util = None, None, 101.0
-        for node in ctx.cluster.nodes:
-            if not node.available:
+        for g in shareable_gpus(ctx, MAX_JOBS_PER_GPU):
+            if not g.shard_jobs:
+                free = free or g
                 continue
-            for g in node.gpus:
-                if g.shards_total < MAX_JOBS_PER_GPU or g.exclusive_job:
-                    continue
-                if not g.shard_jobs:
-                    free = free or g
-                    continue
-                util = sum(job_class(a).util_at(1) for a in resident_apps(ctx.cluster, g))
-                if (util < best_util and util + mine <= 100
-                        and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
-                        and fits_memory(ctx.cluster, g, request.app)):
-                    best, best_util = g, util
+            util = sum(job_class(a).util_at(1) for a in resident_apps(ctx.cluster, g))
+            if (util < best_util and util + mine <= 100
+                    and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
+                    and fits_memory(ctx.cluster, g, request.app)):
+                best, best_util = g, util
         per_job = (free or best).shards_total // MAX_JOBS_PER_GPU if (free or best) else 0
         if free is not None and not _queue_is_long(ctx):
             return shard_placement(self.name, request, free, per_job,
