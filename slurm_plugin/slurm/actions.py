@@ -48,6 +48,9 @@ def defer(job_id: str, begin_s: float, cfg: SiteConfig) -> None:
     _scontrol(["update", f"jobid={_check_id(job_id)}", f"StartTime={slurm_time(begin_s)}"], cfg)
 
 
+RELAUNCH_DELAY_S = 2     # > the 1 s resolution of slurmd's credential revocation
+
+
 def requeue_hold(job_id: str, cfg: SiteConfig) -> None:
     """Resize step 1: stop a running job and hold it pending (restart count + 1)."""
     _scontrol(["requeuehold", _check_id(job_id)], cfg)
@@ -66,8 +69,13 @@ def release(job_id: str, cfg: SiteConfig) -> None:
 
 
 def start_now(job_id: str, cfg: SiteConfig) -> None:
-    """Resize step 4: let a requeued job start at once (it would wait ~2 min otherwise)."""
-    _scontrol(["update", f"jobid={_check_id(job_id)}", "StartTime=now"], cfg)
+    """Resize step 4: let a requeued job start soon (it would wait ~2 min otherwise).
+
+    Not in the same second as the requeue: slurmd refuses a credential whose time is not
+    after the revocation of the job's last one ("Job credential revoked") and Slurm then
+    fails the job, so the start is pushed ``RELAUNCH_DELAY_S`` out."""
+    _scontrol(["update", f"jobid={_check_id(job_id)}",
+               f"StartTime=now+{RELAUNCH_DELAY_S}"], cfg)
 
 
 def resize(job_id: str, gpus: int, cfg: SiteConfig) -> None:
