@@ -39,6 +39,9 @@ class SlurmActuator:
     def set_gpus(self, job_id: str, gpus: int) -> None:
         actions.set_gpu_count(job_id, gpus, self.cfg)
 
+    def whole_gpus(self, job_id: str) -> None:
+        actions.take_whole_gpus(job_id, self.cfg)
+
     def release(self, job_id: str) -> None:
         actions.release(job_id, self.cfg)
 

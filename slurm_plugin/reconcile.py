@@ -14,7 +14,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping, Protocol
 
 from .errors import WattError
+from .history import FILE_NAME, History
 from .journal import Journal, PassLock
 from .model import Action, Cluster, Readings
 from .policy.base import Context, Policy
@@ -31,6 +31,7 @@ from .policy.base import Context, Policy
 class Actuator(Protocol):
     def requeue_hold(self, job_id: str) -> None: ...
     def set_gpus(self, job_id: str, gpus: int) -> None: ...
+    def whole_gpus(self, job_id: str) -> None: ...
     def release(self, job_id: str) -> None: ...
     def start_now(self, job_id: str) -> None: ...
     def defer(self, job_id: str, begin_s: float) -> None: ...
@@ -40,7 +41,7 @@ class Actuator(Protocol):
 # The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
 STEPS: dict[str, tuple[str, ...]] = {
     "resize": ("requeue_hold", "set_gpus", "release", "start_now"),
-    "move_exclusive": ("requeue_hold", "set_gpus", "release", "start_now"),
+    "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
     "defer": ("defer",),
     "cancel": ("cancel",),
     "observe": (),
@@ -92,46 +93,32 @@ class PassResult:
                 "actions": [o.as_dict() for o in self.outcomes]}
 
 
-class History:
-    """Observed figures (e.g. a pair's measured slowdown), averaged, kept in a JSON file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._data: dict[str, dict[str, float]] = {}
-        if path.exists():
-            try:
-                self._data = json.loads(path.read_text())
-            except ValueError:
-                self._data = {}
-
-    def view(self) -> Mapping[str, float]:
-        return MappingProxyType({k: v["value"] for k, v in self._data.items()})
-
-    def add(self, key: str, value: float) -> None:
-        old = self._data.get(key)
-        if old is None:
-            self._data[key] = {"value": value, "n": 1}
-        else:
-            n = old["n"] + 1
-            self._data[key] = {"value": old["value"] + (value - old["value"]) / n, "n": n}
-
-    def save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
-        tmp.replace(self.path)
+def _undo_hold(actuator: Actuator, action: Action, failed: str, done_steps: list[str]) -> str:
+    """After a failed step of a held job: release it as it was, so no job is left held."""
+    if "requeue_hold" not in done_steps or failed in ("requeue_hold", "release", "start_now"):
+        return ""
+    try:
+        actuator.release(action.job_id)
+        actuator.start_now(action.job_id)
+    except WattError as exc:
+        return f"; the job stays held, release it by hand (scontrol release {action.job_id}): {exc}"
+    return "; the job was released unchanged"
 
 
 def _execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,
              done_steps: list[str], recovered: bool) -> Outcome:
+    done = list(done_steps)
     for step in STEPS[action.kind]:
-        if step in done_steps:
+        if step in done:
             continue
         try:
             _run_step(actuator, step, action)
         except WattError as exc:
-            journal.write(action_id, "failed", action, f"{step}: {exc}")
-            return Outcome(action, "failed", f"{step}: {exc}", recovered)
+            detail = f"{step}: {exc}" + _undo_hold(actuator, action, step, done)
+            journal.write(action_id, "failed", action, detail)
+            return Outcome(action, "failed", detail, recovered)
         journal.write(action_id, f"step:{step}", action)
+        done.append(step)
     journal.write(action_id, "done", action)
     return Outcome(action, "done", "", recovered)
 
@@ -155,7 +142,7 @@ def reconcile_pass(
         if not lock.acquired:
             return PassResult(ran=False, dry_run=dry_run, holder=lock.holder)
         journal = Journal(state_dir / "journal.jsonl")
-        history = History(state_dir / "history.json")
+        history = History(state_dir / FILE_NAME)
         result = PassResult(ran=True, dry_run=dry_run)
 
         if not dry_run:
@@ -204,6 +191,7 @@ def reconcile_pass(
             journal.write(action_id, "begin", action)
             result.outcomes.append(_execute(journal, actuator, action_id, action, [], False))
         if not dry_run:
+            history.forget_groups(cluster.jobs)
             history.save()
     result.total_s = time.perf_counter() - t0
     return result

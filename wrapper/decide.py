@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from slurm_plugin import config
+from slurm_plugin.history import read_view
 from slurm_plugin.model import JobRequest, Placement
 from slurm_plugin.policy.base import Context
 from slurm_plugin.policy.registry import get_policy
@@ -139,7 +140,8 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
     cluster = _Lazy(lambda: providers.snapshot(cfg))
     readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
     ctx = Context(cluster=cluster, readings=readings, now_s=now_s,   # type: ignore[arg-type]
-                  settings=_settings(cfg, name))
+                  settings=_settings(cfg, name),
+                  history=read_view(cfg["reconcile.state_dir"]))
     t0 = time.perf_counter()
     placement = policy.advise(request, ctx)
     t1 = time.perf_counter()

@@ -63,6 +63,36 @@ def set_gpu_count(job_id: str, gpus: int, cfg: SiteConfig) -> None:
     _scontrol(["update", f"jobid={_check_id(job_id)}", f"TresPerNode=gres:gpu:{gpus}"], cfg)
 
 
+def whole_gpu_tres(tres_per_node: str, share_gres: str, per_gpu: int) -> tuple[str, bool]:
+    """``TresPerNode`` of a job asking for every ``share_gres`` unit of each GPU it shares
+    (``gres:shard:g0:2`` -> ``gres:shard:g0:4``), and whether an entry is typed. Other
+    entries are kept as they are."""
+    out, typed = [], False
+    for entry in filter(None, tres_per_node.split(",")):
+        parts = entry.split(":")
+        if len(parts) in (3, 4) and parts[0] == "gres" and parts[1] == share_gres:
+            typed = typed or len(parts) == 4
+            entry = ":".join([*parts[:-1], str(per_gpu)])
+        out.append(entry)
+    return ",".join(out), typed
+
+
+def take_whole_gpus(job_id: str, cfg: SiteConfig) -> None:
+    """Move step 2 (``move_exclusive``): a held job that shares a GPU asks for all of the
+    shared units of one instead, so no other job can join it.
+
+    Slurm 22.05 cannot turn a shard request into ``gres:gpu`` (nor a typed request into
+    another type: it keeps both) but replaces the count of the same name and type. With typed
+    GPUs the type names the GPU index, so the node pin is dropped and Slurm takes that index
+    on any node where it is wholly free."""
+    jid = _check_id(job_id)
+    tres = show_job(jid, cfg).get("TresPerNode", "")
+    new, typed = whole_gpu_tres(tres, cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"])
+    if new != tres:
+        _scontrol(["update", f"jobid={jid}", f"TresPerNode={new}", *(["NodeList="] if typed
+                                                                     else [])], cfg)
+
+
 def release(job_id: str, cfg: SiteConfig) -> None:
     """Resize step 3: release a held job."""
     _scontrol(["release", _check_id(job_id)], cfg)

@@ -9,7 +9,7 @@ import test_eaco_shapes as shapes
 from slurm_plugin.model import JobRequest, Progress
 from slurm_plugin.policy.eaco import Eaco
 from slurm_plugin.policy.eaco_predict import group_slowdowns
-from slurm_plugin.reconcile import History
+from slurm_plugin.history import History
 
 SOLO_S = 1000.0          # both jobs: 100 steps of 10 s alone, 10 steps per epoch
 T0 = shapes.NOW

@@ -30,6 +30,7 @@ class Recorder:
 
     def requeue_hold(self, job_id): self._do("requeue_hold", job_id)
     def set_gpus(self, job_id, gpus): self._do("set_gpus", job_id, gpus)
+    def whole_gpus(self, job_id): self._do("whole_gpus", job_id)
     def release(self, job_id): self._do("release", job_id)
     def start_now(self, job_id): self._do("start_now", job_id)
     def defer(self, job_id, begin_s): self._do("defer", job_id, begin_s)
@@ -103,11 +104,27 @@ def test_dry_run_records_and_runs_nothing(tmp_path):
     assert [e.event for e in Journal(tmp_path / "journal.jsonl").entries()] == ["dry-run"]
 
 
-def test_failed_step_is_reported_with_command(tmp_path):
-    res = run(tmp_path, Fixed(RESIZE), Recorder(fail_on="set_gpus"))
+def test_failed_step_is_reported_with_command_and_the_held_job_released(tmp_path):
+    act = Recorder(fail_on="set_gpus")
+    res = run(tmp_path, Fixed(RESIZE), act)
     assert res.outcomes[0].status == "failed"
     assert "Invalid job id" in res.outcomes[0].detail
+    assert "released unchanged" in res.outcomes[0].detail
+    assert [c[0] for c in act.calls] == ["requeue_hold", "release", "start_now"]
     assert Journal(tmp_path / "journal.jsonl").unfinished() == []
+
+
+def test_failed_hold_leaves_nothing_to_undo(tmp_path):
+    act = Recorder(fail_on="requeue_hold")
+    res = run(tmp_path, Fixed(RESIZE), act)
+    assert res.outcomes[0].status == "failed" and act.calls == []
+
+
+def test_move_exclusive_takes_whole_gpus_between_hold_and_release(tmp_path):
+    act = Recorder()
+    run(tmp_path, Fixed(Action("move_exclusive", "7", "fixed", gpus=1, why="t")), act)
+    assert act.calls == [("requeue_hold", "7"), ("whole_gpus", "7"), ("release", "7"),
+                         ("start_now", "7")]
 
 
 def test_observe_feeds_history_average(tmp_path):

@@ -229,3 +229,14 @@ def test_actions_reject_bad_input(cfg):
 
 def test_slurm_time_is_local(utc):
     assert actions.slurm_time(0) == "1970-01-01T00:00:00"
+
+
+def test_whole_gpu_tres_asks_for_every_shard_of_the_same_gpus():
+    from slurm_plugin.slurm.actions import whole_gpu_tres
+    assert whole_gpu_tres("gres:shard:g2:2", "shard", 4) == ("gres:shard:g2:4", True)
+    assert whole_gpu_tres("gres:shard:1", "shard", 4) == ("gres:shard:4", False)
+    assert whole_gpu_tres("gres:shard:g0:1,gres:shard:g3:2", "shard", 4) == \
+        ("gres:shard:g0:4,gres:shard:g3:4", True)
+    assert whole_gpu_tres("gres:gpu:2", "shard", 4) == ("gres:gpu:2", False)
+    assert whole_gpu_tres("gres:mps:25", "mps", 100) == ("gres:mps:100", False)
+    assert whole_gpu_tres("", "shard", 4) == ("", False)

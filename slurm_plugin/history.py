@@ -1,0 +1,64 @@
+"""The observed figures a policy learns from (``Context.history``): one JSON file in the
+reconciler's state directory, written by ``wattctl reconcile``, read by it and by wattbatch.
+
+Each key holds a running mean of what was observed and how many observations made it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+FILE_NAME = "history.json"
+GROUP_PREFIXES = ("mark:", "seen:")
+
+
+class History:
+    """Observed figures (e.g. a pair's measured slowdown), averaged, kept in a JSON file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._data: dict[str, dict[str, float]] = {}
+        if path.exists():
+            try:
+                self._data = json.loads(path.read_text())
+            except ValueError:
+                self._data = {}
+
+    def view(self) -> Mapping[str, float]:
+        return MappingProxyType({k: v["value"] for k, v in self._data.items()})
+
+    def add(self, key: str, value: float) -> None:
+        old = self._data.get(key)
+        if old is None:
+            self._data[key] = {"value": value, "n": 1}
+        else:
+            n = old["n"] + 1
+            self._data[key] = {"value": old["value"] + (value - old["value"]) / n, "n": n}
+
+    def forget_groups(self, live_job_ids: Collection[str]) -> int:
+        """Drop the per-group bookkeeping (``mark:<group>:...``, ``seen:<group>``; a group is
+        its job ids joined by "+") of groups none of whose jobs is live. Returns how many keys
+        went. Observed figures (``pair:...``, ``job:...``) are kept."""
+        live = set(live_job_ids)
+        gone = [k for k in self._data if k.startswith(GROUP_PREFIXES)
+                and not live.intersection(k.split(":")[1].split("+"))]
+        for k in gone:
+            del self._data[k]
+        return len(gone)
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
+        tmp.replace(self.path)
+
+
+def read_view(state_dir: str | Path) -> Mapping[str, float]:
+    """The history of ``state_dir`` as key -> value; empty when there is none yet (or it cannot
+    be read: a submission must never fail for want of it)."""
+    try:
+        return History(Path(state_dir) / FILE_NAME).view()
+    except OSError:
+        return MappingProxyType({})
