@@ -21,11 +21,13 @@ class History:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._data: dict[str, dict[str, float]] = {}
+        self.warning = ""
         if path.exists():
             try:
                 self._data = json.loads(path.read_text())
-            except ValueError:
-                self._data = {}
+            except ValueError as exc:
+                self.warning = (f"history: {path} is not JSON ({exc}); starting afresh, the "
+                                f"old file is kept as {path.name}.corrupt")
 
     def view(self) -> Mapping[str, float]:
         return MappingProxyType({k: v["value"] for k, v in self._data.items()})
@@ -50,6 +52,9 @@ class History:
         return len(gone)
 
     def save(self) -> None:
+        if self.warning and self.path.exists() and not self.path.with_name(
+                self.path.name + ".corrupt").exists():
+            self.path.replace(self.path.with_name(self.path.name + ".corrupt"))
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
         tmp.replace(self.path)

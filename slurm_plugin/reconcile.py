@@ -144,6 +144,8 @@ def reconcile_pass(
         journal = Journal(state_dir / "journal.jsonl")
         history = History(state_dir / FILE_NAME)
         result = PassResult(ran=True, dry_run=dry_run)
+        if history.warning:
+            result.warnings.append(history.warning)
 
         if not dry_run:
             for action_id, action, done_steps in journal.unfinished():

@@ -29,3 +29,13 @@ def test_read_view_of_a_missing_or_corrupt_file_is_empty(tmp_path):
     assert dict(read_view(tmp_path / "nowhere")) == {}
     (tmp_path / FILE_NAME).write_text("{not json")
     assert dict(read_view(tmp_path)) == {}
+
+
+def test_a_corrupt_file_is_kept_aside_when_the_reconciler_saves(tmp_path):
+    (tmp_path / FILE_NAME).write_text("{not json")
+    h = History(tmp_path / FILE_NAME)
+    assert "not JSON" in h.warning
+    h.add("pair:a+b", 1.5)
+    h.save()
+    assert (tmp_path / (FILE_NAME + ".corrupt")).read_text() == "{not json"
+    assert dict(read_view(tmp_path)) == {"pair:a+b": 1.5}
