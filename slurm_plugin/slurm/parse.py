@@ -215,6 +215,18 @@ def _uses(node_names: tuple[str, ...], gres_detail: Iterable[str]) -> tuple[GpuU
     return tuple(uses)
 
 
+def _pinned(raw: Mapping[str, Any], state: str) -> tuple[tuple[str, str, int], ...]:
+    """A pending job's typed GPU entries on its one required node (see ``Job.pinned``)."""
+    if state != "PENDING":
+        return ()
+    required = expand_hostlist(str(raw.get("required_nodes") or ""))
+    if len(required) != 1:
+        return ()
+    return tuple((required[0], it.type, it.count if it.name in SHARE_GRES else 0)
+                 for it in parse_gres(str(raw.get("tres_per_node") or ""))
+                 if it.type and it.count and (it.name == "gpu" or it.name in SHARE_GRES))
+
+
 def _exit_code(status: Any) -> int | None:
     """squeue's raw wait status -> exit code (128 + signal when killed)."""
     if not isinstance(status, int):
@@ -248,7 +260,8 @@ def parse_job(raw: Mapping[str, Any]) -> Job:
         time_limit_s=float(limit) * 60 if isinstance(limit, int) else None,
         restart_count=int(raw.get("restart_cnt") or 0), comment=comment,
         app=app_from_comment(comment), reason="" if reason == "None" else reason,
-        exit_code=_exit_code(raw.get("exit_code")) if finished else None)
+        exit_code=_exit_code(raw.get("exit_code")) if finished else None,
+        pinned=_pinned(raw, state))
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False) -> tuple[Job, ...]:
@@ -258,13 +271,19 @@ def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False) -> tuple[Jo
 
 
 def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
-    """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations."""
+    """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations,
+    and from the typed pins of pending jobs (the GPU is theirs once they start)."""
     exclusive: dict[tuple[str, int], str] = {}
     shared: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    nodes = tuple(nodes)
+    index_of = _unique_types(nodes)
     for job in jobs:
         if job.state == "PENDING" or job.state not in ACTIVE_STATES:
-            continue
-        for use in job.uses:
+            uses = tuple(GpuUse(node, index_of[(node, typ)], shares)
+                         for node, typ, shares in job.pinned if (node, typ) in index_of)
+        else:
+            uses = job.uses
+        for use in uses:
             if use.shards:
                 shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
             else:
@@ -275,6 +294,16 @@ def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
         out.append(node if all(a is b for a, b in zip(gpus, node.gpus))
                    else replace(node, gpus=gpus))
     return tuple(out)
+
+
+def _unique_types(nodes: Iterable[Node]) -> dict[tuple[str, str], int]:
+    """(node, GRES type) -> GPU index, for types that name one GPU of their node."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for n in nodes:
+        for g in n.gpus:
+            if g.gres_type:
+                seen.setdefault((n.name, g.gres_type), []).append(g.index)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
 
 
 def _holders(g: Gpu, exclusive: Mapping[tuple[str, int], str],

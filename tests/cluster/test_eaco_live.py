@@ -179,9 +179,13 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
     node, index = next(iter(gpus_of(after)))
     assert list(now.node(node).gpus[index].job_ids) == [moved]
     assert gpus_of(after).isdisjoint(gpus_of(now.jobs[stayed]))
-    log = next(tmp_path.glob(f"*-{moved}.out")).read_text()      # the restart's output
-    resumed = [int(line.split()[4]) for line in log.splitlines()
-               if line.startswith("emulated_train: starting at step")]
+    deadline, resumed, log = time.monotonic() + 30, [], ""
+    while not resumed:                        # the restart's output (the file starts afresh)
+        assert time.monotonic() < deadline, f"the restarted job printed no start: {log!r}"
+        time.sleep(0.5)
+        log = next(tmp_path.glob(f"*-{moved}.out")).read_text()
+        resumed = [int(line.split()[4]) for line in log.splitlines()
+                   if line.startswith("emulated_train: starting at step")]
     assert resumed and resumed[-1] >= max(1, before - 1), log    # progress kept
     history = History(state / FILE_NAME).view()
     assert history["pair:vgg16+vgg16"] > 1.1 + 0.3
@@ -192,3 +196,4 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
     jobs = [wait_job(cfg, j, lambda j: j.running) for j in (c, d)]
     assert gpus_of(jobs[0]).isdisjoint(gpus_of(jobs[1])), why_d
     assert "vgg16" in why_d
+    print(why_d)

@@ -240,3 +240,26 @@ def test_whole_gpu_tres_asks_for_every_shard_of_the_same_gpus():
     assert whole_gpu_tres("gres:gpu:2", "shard", 4) == ("gres:gpu:2", False)
     assert whole_gpu_tres("gres:mps:25", "mps", 100) == ("gres:mps:100", False)
     assert whole_gpu_tres("", "shard", 4) == ("", False)
+
+
+def test_pending_job_pinned_to_a_typed_gpu_holds_it_in_the_snapshot(golden):
+    squeue = json.loads(json.dumps(golden["squeue"]))
+    base = next(j for j in squeue["jobs"] if j["job_state"] == "PENDING")
+    pinned = dict(base, job_id=901, required_nodes="gpu3", tres_per_node="gres:shard:g2:3")
+    whole = dict(base, job_id=902, required_nodes="gpu4", tres_per_node="gres:gpu:g0:1")
+    loose = dict(base, job_id=903, required_nodes="gpu[3-4]", tres_per_node="gres:shard:g1:1")
+    squeue["jobs"] = [pinned, whole, loose]
+    cluster = build_cluster(golden["sinfo"], squeue, "test", 0.0)
+    assert cluster.jobs["901"].pinned == (("gpu3", "g2", 3),)
+    assert cluster.jobs["903"].pinned == ()                       # two nodes: no single GPU
+    g = cluster.node("gpu3").gpus[2]
+    assert g.shard_jobs == ("901",) and g.shards_used == 3 and not g.is_free
+    assert cluster.node("gpu4").gpus[0].exclusive_job == "902"
+    assert sum(1 for n in cluster.nodes for g in n.gpus if not g.is_free) == 2
+
+
+def test_types_shared_by_several_gpus_of_a_node_pin_nothing():
+    from slurm_plugin.model import Gpu, Job, Node
+    node = Node("n1", gpus=tuple(Gpu("n1", i, gres_type="v100") for i in range(2)))
+    job = Job("5", "PENDING", pinned=(("n1", "v100", 0),))
+    assert attach_jobs([node], [job])[0].gpus == node.gpus
