@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ..config import load as load_config
+from ..physics.classes import class_mix
 from ..sim.carbon import load_carbon
 from ..sim.cluster import ClusterSpec, load_cluster
 from ..sim.metrics import FIELDS
@@ -110,6 +111,10 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
                    "32gpu-variability.csv); off unless given.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the job-class assignment and variability placement.")
+@click.option("--class-mix", "mix_spec", default="all", show_default=True,
+              help="Classes drawn (uniformly, seeded) for trace jobs that name no app: 'all' "
+                   "(the 8 measured classes), 'eaco-paper' (alexnet,resnet18,vgg16: the measured "
+                   "classes among the EaCO paper's workloads) or comma-separated class names.")
 @click.option("--limit-jobs", type=click.IntRange(1), default=None, help="Only the first N jobs by submit time.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --compare).")
 @click.option("--timeline", "timeline_file", type=click.Path(path_type=Path), default=None,
@@ -120,7 +125,7 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
              carbon_file: Path | None, zone: str | None, variability_file: Path | None, seed: int,
-             limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
+             mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
              plot_file: Path | None) -> None:
     """Replay a GPU job trace through scheduling policies with calibrated GPU physics.
 
@@ -140,12 +145,14 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
         spec = ClusterSpec(nodes=nodes or 64, gpus_per_node=gpus_per_node or 8,
                            gpu_type=gpu_type or "V100")
     spec.resolved()
+    mix = class_mix(mix_spec)
     cfg = load_config()
     for name in names:
         get_policy(name, "--policy" if policy else "--compare")
     inputs = Inputs(trace=trace or default_trace(), trace_format=trace_format, spec=spec,
                     zone=zone or cfg["carbon.zone"], carbon=carbon_file,
-                    variability=variability_file, seed=seed, limit_jobs=limit_jobs)
+                    variability=variability_file, seed=seed, limit_jobs=limit_jobs,
+                    class_mix=mix)
     jobs = load_jobs(inputs)
     carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
     results, timelines = [], {}
@@ -175,7 +182,7 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
         results.append(r)
         timelines[name] = series
     oracle = next((r for r in results if r.get("bound")), None) or \
-        oracle_metrics(jobs, spec.resolved(), carbon, seed)
+        oracle_metrics(jobs, spec.resolved(), carbon, seed, mix)
     if oracle["energy_kwh"]:
         for r in results:
             r["energy_over_oracle"] = r["energy_kwh"] / oracle["energy_kwh"]

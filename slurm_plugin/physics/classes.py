@@ -1,9 +1,10 @@
 """Job classes: measured V100 trainings with memory, utilisation, power and GPU-count scaling.
 
 Each class is one training of the Haghshenas nvidia-smi logs. A trace job without an ``app``
-gets a class with ``assign_class``: uniform over the class names in sorted order, drawn from
+gets a class with ``assign_class``: uniform over the class names of a workload mix (all the
+measured classes unless a ``ClassMix`` says otherwise) in sorted order, drawn from
 ``random.Random(f"{seed}:{job_id}")`` (like Gavel's and EaCO's random job-type assignment),
-so a job's class depends only on the seed and its id, not on the order jobs are read.
+so a job's class depends only on the seed, its id and the mix, not on the order jobs are read.
 """
 
 from __future__ import annotations
@@ -67,7 +68,43 @@ def job_class(name: str) -> JobClass:
     return cls
 
 
-def assign_class(job_id: str, seed: int) -> str:
-    """The seeded class of a trace job that names none."""
-    names = class_names()
+# Named workload mixes; None: every measured class. ``eaco-paper``: the measured classes among
+# the EaCO paper's workloads (AlexNet, ResNet-18, ResNet-50, VGG-16; ResNet-50 was not measured).
+MIXES: dict[str, tuple[str, ...] | None] = {
+    "all": None,
+    "eaco-paper": ("alexnet", "resnet18", "vgg16"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ClassMix:
+    """The classes a trace job without an ``app`` is drawn from (uniformly, in sorted order)."""
+    name: str
+    classes: tuple[str, ...]
+
+
+def class_mix(spec: str = "all") -> ClassMix:
+    """A named mix (``all``, ``eaco-paper``) or comma-separated class names, case-insensitive;
+    InputError names an unknown or repeated class and lists the known ones."""
+    key = spec.strip().lower()
+    if key in MIXES:
+        return ClassMix(key, MIXES[key] or class_names())
+    names = [n.strip().lower() for n in key.split(",") if n.strip()]
+    known = class_names()
+    hint = f"give named mix {' or '.join(MIXES)}, or comma-separated classes of: {', '.join(known)}"
+    if not names:
+        raise InputError(f"physics: class mix {spec!r} names no class; {hint}")
+    for n in names:
+        if n not in known:
+            raise InputError(f"physics: class mix {spec!r}: {n!r} is not a known job class; {hint}")
+        if names.count(n) > 1:
+            raise InputError(f"physics: class mix {spec!r}: class {n!r} is named twice; "
+                             "give each class once")
+    classes = tuple(sorted(names))
+    return ClassMix(",".join(classes), classes)
+
+
+def assign_class(job_id: str, seed: int, mix: ClassMix | None = None) -> str:
+    """The seeded class of a trace job that names none, from ``mix`` (default: every class)."""
+    names = mix.classes if mix is not None else class_names()
     return names[random.Random(f"{seed}:{job_id}").randrange(len(names))]

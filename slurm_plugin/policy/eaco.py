@@ -4,12 +4,16 @@
 1. every candidate GPU set of one node holding shared jobs is checked: no exclusive job, fewer
    than ``max_jobs_per_gpu`` jobs, shards left for the job, residents' summed solo utilisation
    plus its own under the threshold, their peak memory plus its own under the memory threshold;
-2. the most utilised candidate first (packing; ties to the busiest node), the slowdown of every
-   job that would share is predicted (history of observed groups first, else the physics); the
-   first candidate where all stay under ``max_slowdown`` and their deadlines and the objective
-   ``alpha * energy + (1 - alpha) * time per epoch`` beats an exclusive GPU is taken;
-3. else the job runs alone on a free GPU of the busiest node, as shards so that a compatible job
-   can join later;
+   every set of free GPUs of one node is a candidate too (the job alone, held as shards);
+2. candidates are tried in the order of the node-on time the job would add (the job's time
+   limit past the expected end of the node's last job; all of it on an empty node, plus the
+   boot on a suspended one): a powered node costs idle and base power whatever its GPUs do,
+   so the job goes where the node stays on anyway. Ties: sharing before a free GPU, the least
+   utilised residents (least slowdown), the busiest node;
+3. for a set with residents the slowdown of every job that would share is predicted (history
+   of observed groups first, else the physics); the set is taken if all stay under
+   ``max_slowdown`` and their deadlines and the objective ``alpha * energy + (1 - alpha) *
+   time per epoch`` beats an exclusive GPU; a free GPU set is taken as it comes;
 4. with no free GPU, or a queue so long the job would not start now, a one-GPU job is handed to
    Slurm as shards without naming a GPU: the shard count of each class (``eaco_shards``) is
    chosen so that any jobs whose shards fit on one GPU are predicted to share it well;
@@ -69,6 +73,8 @@ class _Candidate:
     residents: list[list[_Resident]]
     util_pct: float                # summed solo utilisation of the residents of the set
     mem_mib: float                 # largest resident peak memory on one GPU of the set
+    extend_s: float = 0.0          # node-on time the job adds (past the node's last job)
+    alone: bool = False            # free GPUs only: the job runs alone, held as shards
 
 
 class _Shares:
@@ -137,6 +143,29 @@ def _refusal(request: JobRequest, s: EacoSettings, cls: JobClass | None, own_uti
     return ""
 
 
+def _extend_s(node: Node, jobs: Mapping[str, Job], now: float, run_s: float | None,
+              busy: int, ctx: Context) -> float:
+    """Node-on time a job of ``run_s`` seconds started now adds to ``node``: past the expected
+    end (start + time limit) of the node's last job; all of it on an empty node, plus the boot
+    on a suspended one (its GPUs read 0 W). 0 when the job's run time is unknown."""
+    if run_s is None:
+        return 0.0
+    end = now + run_s
+    if not busy:
+        reading = ctx.readings.gpus.get((node.name, node.gpus[0].index)) \
+            if ctx.readings.gpus else None
+        boot = node_resume_delay_s() if reading is not None and reading.power_w <= 0 else 0.0
+        return run_s + boot
+    last = now
+    for g in node.gpus:
+        for jid in ((g.exclusive_job,) if g.exclusive_job else g.shard_jobs):
+            job = jobs.get(jid)
+            if job is None or job.start_s is None or job.time_limit_s is None:
+                return 0.0          # a job of unknown end: the node stays on anyway
+            last = max(last, job.start_s + job.time_limit_s)
+    return max(0.0, end - last)
+
+
 class Eaco:
     name = NAME
     # EaCO's energy gain includes fewer active nodes: packing lets idle nodes power down. The
@@ -166,17 +195,20 @@ class Eaco:
         queued = _queued(ctx.cluster.jobs, QUEUE_DEPTH)
         summary = f"{queued}+ jobs queued, it would not start now"
         if queued < QUEUE_DEPTH:
-            cands, free_sets = self._candidates(request, ctx, s, shares, own_util)
+            options = self._options(request, ctx, s, shares, own_util)
             rejected: dict[str, int] = {}
-            for cand in cands:
+            tried = 0
+            for cand in options:
+                if cand.alone:
+                    reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
+                    return self._alone(request, s, shares, cand, tried, reasons)
+                tried += 1
                 placement = self._try(request, ctx, s, cls, shares, need_mib, own_util, cand,
                                       rejected)
                 if placement is not None:
                     return placement
             reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
-            summary = f"{len(cands)} candidate GPU sets" + (f" ({reasons})" if reasons else "")
-            if free_sets:
-                return self._alone(request, s, shares, summary, *free_sets[0])
+            summary = f"{tried} candidate GPU sets" + (f" ({reasons})" if reasons else "")
         if request.gpus == 1 and request.deadline_s is None:
             return self._any_gpu(request, s, sample[0], shares.weight(*sample), summary)
         return plain_placement(self.name, request,
@@ -187,20 +219,23 @@ class Eaco:
         return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name)
 
     # ------------------------------------------------------------------ placements
-    def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, summary: str,
-               node: Node, gpus: list[Gpu]) -> Placement:
+    def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, cand: _Candidate,
+               tried: int, reasons: str) -> Placement:
+        node, gpus = cand.node, cand.gpus
         w = shares.weight(gpus[0], len(node.gpus))
         cap = memory_cap_mib(gpus[0].memory_mib, w, gpus[0].shards_total, s)
         where = ",".join(f"{node.name}:{g.index}" for g in gpus)
+        summary = f"{tried} candidate GPU sets before it" + (f" ({reasons})" if reasons else "")
         return Placement(
             policy=self.name, gpus=request.gpus, nodes=(node.name,),
             gpu_indexes=tuple(g.index for g in gpus), share_mode=s.share_gres, shards=w,
             gpu_memory_cap_mib=cap,
-            why=((f"eaco: alone on free GPU {where} of the busiest node: nothing to share with "
-                 f"({summary})"),
+            why=((f"eaco: alone on free GPU {where}: keeps its node on "
+                  f"{cand.extend_s:,.0f} s longer, the least of the GPU sets left ({summary})"),
                  (f"held as {w} of {gpus[0].shards_total} {s.share_gres}s so a compatible job "
-                 f"can join; GPU memory capped at {cap} MiB")),
-            predicted=MappingProxyType({"slowdown": 1.0, "energy_saving_pct": 0.0}))
+                  f"can join; GPU memory capped at {cap} MiB")),
+            predicted=MappingProxyType({"slowdown": 1.0, "energy_saving_pct": 0.0,
+                                        "node_extend_s": cand.extend_s}))
 
     def _any_gpu(self, request: JobRequest, s: EacoSettings, sample: Gpu, w: int,
                  summary: str) -> Placement:
@@ -226,15 +261,17 @@ class Eaco:
                     return g, len(node.gpus)
         return None
 
-    def _candidates(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
-                    own_util: float) -> tuple[list[_Candidate], list[tuple[Node, list[Gpu]]]]:
-        """Candidate GPU sets with residents (most utilised first) and free GPU sets (busiest
-        node first, powered before suspended)."""
+    def _options(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
+                 own_util: float) -> list[_Candidate]:
+        """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
+        the least node-on time the job adds first (``_extend_s``), then sharing before running
+        alone, the most utilised set, the busiest node."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
-        cands: list[_Candidate] = []
-        free_sets: list[tuple[tuple, Node, list[Gpu]]] = []
+        now = ctx.now_s
+        run_s = request.time_limit_s
+        out: list[_Candidate] = []
         for pos, node in enumerate(ctx.cluster.nodes):
             if not node.available or len(node.gpus) < k:
                 continue
@@ -253,20 +290,22 @@ class Eaco:
                     entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
                     if entry is not None:
                         shared.append(entry)
+            if len(free) < k and not shared:
+                continue
+            extend = _extend_s(node, jobs, now, run_s, busy, ctx)
             if len(free) >= k:
-                free_sets.append(((-busy, pos), node, free[:k]))
+                out.append(_Candidate(node, pos, busy, free[:k], [[] for _ in range(k)], 0.0,
+                                      0.0, extend, alone=True))
             if shared and len(shared) + len(free) >= k:
                 shared.sort(key=lambda e: (-e[1], e[0].index))
                 chosen = shared[:k]
                 fill = free[:k - len(chosen)]
-                cands.append(_Candidate(
+                out.append(_Candidate(
                     node, pos, busy, [e[0] for e in chosen] + fill,
                     [e[3] for e in chosen] + [[] for _ in fill],
-                    sum(e[1] for e in chosen), max(e[2] for e in chosen)))
-        cands.sort(key=lambda c: (-c.util_pct, -c.busy, c.pos))
-        free_sets.sort(key=lambda f: f[0])
-        free_sets = self._prefer_powered(ctx, free_sets)
-        return cands, [(n, g) for _, n, g in free_sets]
+                    sum(e[1] for e in chosen), max(e[2] for e in chosen), extend))
+        out.sort(key=lambda c: (c.extend_s, c.alone, c.util_pct, -c.busy, c.pos))
+        return out
 
     @staticmethod
     def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,
@@ -283,18 +322,6 @@ class Eaco:
         if mem + need_mib > g.memory_mib * s.mem_threshold_pct / 100:
             return None
         return g, util, mem, res
-
-    @staticmethod
-    def _prefer_powered(ctx: Context, free_sets: list) -> list:
-        """Among idle nodes, a powered one before a suspended one (GPU power reads 0)."""
-        if len(free_sets) < 2 or free_sets[0][0][0] != 0 or not ctx.readings.gpus:
-            return free_sets
-        gpus = ctx.readings.gpus
-        for i, (_, node, sel) in enumerate(free_sets):
-            r = gpus.get((node.name, sel[0].index))
-            if r is None or r.power_w > 0:
-                return [free_sets[i]] + free_sets[:i] + free_sets[i + 1:]
-        return free_sets
 
     # ------------------------------------------------------------------ one candidate
     def _try(self, request: JobRequest, ctx: Context, s: EacoSettings, cls: JobClass,

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 from ..model import Action, Cluster, GpuUse, Job, JobRequest, Placement, Readings
 from ..physics import (assign_class, cap_slowdown, capped_power_w, clamp_cap_w, group_slowdowns,
                        idle_power_w, job_class, max_power_w)
+from ..physics.classes import ClassMix, class_mix as named_mix
 from ..physics.constants import gpu_constants
 from ..policy.base import Context, Policy, plain_placement
 from .carbon import WeekAlignedCarbon
@@ -40,12 +41,14 @@ class Simulator:
 
     def __init__(self, jobs: list[TraceJob], spec: ClusterSpec, policy: Policy, *,
                  carbon: WeekAlignedCarbon | None = None, seed: int = 0,
+                 class_mix: ClassMix | None = None,
                  variability: list[dict[str, float]] | None = None,
                  settings: Mapping[str, Any] | None = None,
                  timeline: Callable[[dict[str, float]], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.spec = spec.with_slurm_settings(getattr(policy, "slurm_settings", {})).resolved()
         self.policy, self.carbon, self.seed = policy, carbon, seed
+        self.class_mix = class_mix or named_mix("all")
         self.settings = MappingProxyType(dict(settings or {}))
         self.history: dict[str, float] = {}
         self.history_view = MappingProxyType(self.history)
@@ -187,7 +190,7 @@ class Simulator:
 
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
-        app = t.app or assign_class(t.job_id, self.seed)
+        app = t.app or assign_class(t.job_id, self.seed, self.class_mix)
         j = SimJob(t, job_class(app), self._request(t, app))
         self.by_id[j.id] = j
         j.per_node, j.num_nodes = j.req.gpus, j.req.num_nodes

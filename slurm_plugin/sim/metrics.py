@@ -80,4 +80,6 @@ class Metrics:
                         "gpu_type": sim.spec.gpu_type},
             "carbon_zone": sim.carbon.zone if sim.carbon else None,
             "seed": sim.seed,
+            "class_mix": sim.class_mix.name,
+            "classes": list(sim.class_mix.classes),
         }

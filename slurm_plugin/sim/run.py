@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import InputError
-from ..physics import assign_class
+from ..physics.classes import ClassMix, assign_class, class_mix
 from ..physics.variability import load_profile
 from ..policy import get_policy
 from ..policy.oracle import energy_bound
@@ -32,6 +32,7 @@ class Inputs:
     variability: Path | None = None
     seed: int = 0
     limit_jobs: int | None = None
+    class_mix: ClassMix | None = None   # classes of trace jobs that name no app (None: all)
 
 
 def load_jobs(inputs: Inputs) -> list[TraceJob]:
@@ -57,24 +58,26 @@ def simulate(inputs: Inputs, policy_name: str, *, settings: Mapping[str, Any] | 
     jobs = jobs if jobs is not None else load_jobs(inputs)
     carbon = carbon or load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
     if policy_name == ORACLE:
-        return oracle_metrics(jobs, inputs.spec.resolved(), carbon, inputs.seed)
+        return oracle_metrics(jobs, inputs.spec.resolved(), carbon, inputs.seed,
+                              inputs.class_mix)
     variability = None
     if inputs.variability is not None:
         variability = load_profile(inputs.variability).factors(inputs.spec.gpu_count, inputs.seed)
     sim = Simulator(jobs, inputs.spec, policy, carbon=carbon, seed=inputs.seed,
-                    variability=variability, settings=settings, timeline=timeline,
-                    progress=progress)
+                    class_mix=inputs.class_mix, variability=variability, settings=settings,
+                    timeline=timeline, progress=progress)
     return sim.run()
 
 
 def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedCarbon,
-                   seed: int) -> dict[str, Any]:
+                   seed: int, mix: ClassMix | None = None) -> dict[str, Any]:
     """The oracle lower bound over the trace (computed, not scheduled)."""
+    mix = mix or class_mix("all")
     energy = gpu_energy = carbon_g = 0.0
     jct, stretch = [], []
     end = jobs[0].submit_s
     for j in jobs:
-        b = energy_bound(j.app or assign_class(j.job_id, seed), j.num_gpus, j.duration_s,
+        b = energy_bound(j.app or assign_class(j.job_id, seed, mix), j.num_gpus, j.duration_s,
                          spec.gpu_type, spec.gpus_per_node, spec.node_base_power_w)
         energy += b.energy_j
         gpu_energy += b.gpu_energy_j
@@ -92,7 +95,7 @@ def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedC
             "makespan_s": end - jobs[0].submit_s, "avg_queue_s": 0.0,
             "avg_runtime_stretch": sum(stretch) / n, "gpu_util": None, "avg_nodes_on": None,
             "sim_wall_s": 0.0, "events": 0, "bound": True, "seed": seed,
-            "carbon_zone": carbon.zone}
+            "class_mix": mix.name, "classes": list(mix.classes), "carbon_zone": carbon.zone}
 
 
 def default_trace() -> Path:

@@ -57,6 +57,30 @@ def test_builtin_trace_runs_without_arguments_but_the_policy():
     assert "energy_kwh" in res.output and "avg_jct_s" in res.output
 
 
+def test_class_mix_is_recorded_and_all_is_the_default(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_s,duration_s,num_gpus\n" +
+                     "".join(f"{i},{10 * i},{600 + i},1\n" for i in range(40)))
+    args = ["--trace", str(trace), "--trace-format", "canonical", "--nodes", "2",
+            "--gpus-per-node", "4", "--compare", "slurm-default,oracle-bound", "--json"]
+    plain = json.loads(run(*args).output)
+    every = json.loads(run(*args, "--class-mix", "all").output)
+    paper = json.loads(run(*args, "--class-mix", "eaco-paper").output)
+    for r in plain + every:
+        assert r["class_mix"] == "all" and len(r["classes"]) == 8
+    assert _stable(plain) == _stable(every)
+    for r in paper:
+        assert r["class_mix"] == "eaco-paper" and r["classes"] == ["alexnet", "resnet18", "vgg16"]
+    # the small classes draw less power than the mix of all eight
+    assert paper[1]["energy_kwh"] < plain[1]["energy_kwh"]
+
+
+def test_unknown_class_in_mix_is_an_input_error():
+    res = run(*SMALL, "--policy", "slurm-default", "--class-mix", "alexnet,bert")
+    assert res.exit_code != 0
+    assert "'bert' is not a known job class" in res.output + str(res.exception)
+
+
 def test_compare_table_shows_ratios_to_the_first():
     res = run(*SMALL, "--compare", "slurm-default,slurm-powersave")
     assert res.exit_code == 0, res.output

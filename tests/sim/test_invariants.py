@@ -125,3 +125,55 @@ def test_easy_backfill_runs_short_jobs_around_a_blocked_wide_job(tmp_path):
     assert start["short"] == 2          # ends at 502 < shadow 1000: backfilled
     assert start["wide"] == 1000        # reservation held
     assert start["late"] == 1100        # would delay the wide job: waits
+
+
+class _Apps:
+    """slurm-default, recording the class each job was given."""
+
+    def __init__(self) -> None:
+        self.inner = get_policy("slurm-default")
+        self.name, self.apps = self.inner.name, []
+
+    def advise(self, request, ctx):
+        self.apps.append(request.app)
+        return self.inner.advise(request, ctx)
+
+    def reconcile(self, ctx):
+        return self.inner.reconcile(ctx)
+
+
+def test_jobs_without_an_app_draw_from_the_class_mix(tmp_path):
+    from slurm_plugin.physics.classes import class_mix
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n" +
+                    "".join(f"{i},{i},100,1,\n" for i in range(60)) + "named,61,100,1,lstm\n")
+    jobs = read_trace(path, "canonical")
+    mix = class_mix("eaco-paper")
+    policy = _Apps()
+    r = Simulator(jobs, ClusterSpec(nodes=2, gpus_per_node=4), policy, class_mix=mix).run()
+    assert r["class_mix"] == "eaco-paper" and r["jobs_finished"] == 61
+    assert set(policy.apps[:-1]) == set(mix.classes)
+    assert policy.apps[-1] == "lstm"        # a trace's own app is kept
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_eaco_with_the_paper_mix_shares_within_capacity(tmp_path, case):
+    from slurm_plugin.physics.classes import class_mix
+    rng = random.Random(100 + case)
+    path = tmp_path / "t.csv"
+    t, rows = 0.0, []
+    for i in range(rng.randint(20, 80)):
+        t += rng.expovariate(1 / 60)
+        rows.append(f"j{i},{t:.0f},{rng.randint(60, 4 * 3600)},{rng.choice([1, 1, 1, 2, 4])}")
+    path.write_text("job_id,submit_s,duration_s,num_gpus\n" + "\n".join(rows) + "\n")
+    jobs = read_trace(path, "canonical")
+    spec = ClusterSpec(nodes=rng.randint(1, 4), gpus_per_node=4, suspend_time_s=600.0)
+    sim = CheckedSimulator(jobs, spec, get_policy("eaco"), seed=case,
+                           class_mix=class_mix("eaco-paper"))
+    r = sim.run()
+    assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0
+    assert r["policy_fallbacks"] == 0
+    for j in sim.finished:
+        assert j.cls.name in ("alexnet", "resnet18", "vgg16")
+        assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+    assert r["avg_runtime_stretch"] >= 1 - 1e-9

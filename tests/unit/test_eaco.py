@@ -10,9 +10,10 @@ from types import MappingProxyType
 import pytest
 import test_eaco_shapes as shapes
 
-from slurm_plugin.model import Cluster, JobRequest, Node
+from slurm_plugin.model import Cluster, Gpu, GpuReading, JobRequest, Node, Readings
 from slurm_plugin.physics import job_class
 from slurm_plugin.policy import get_policy
+from slurm_plugin.policy.base import Context
 from slurm_plugin.policy.eaco import QUEUE_DEPTH, Eaco
 from slurm_plugin.policy.eaco_predict import group_slowdowns
 from slurm_plugin.policy.eaco_settings import EacoSettings, settings_from_site
@@ -161,6 +162,73 @@ def test_shard_weights_make_every_fitting_group_safe() -> None:
                         if sum(w[c] for c in group) <= total:
                             assert len(group) <= s.max_jobs_per_gpu
                             assert max(group_slowdowns(group, {})[0]) <= s.max_slowdown
+
+
+def _node(name: str, resident: tuple[str, str, float] | None, free: int,
+          exclusive: bool = False) -> tuple[Node, dict]:
+    """GPU 0 holds ``resident`` (job id, app, seconds it has left) or is free; then ``free``
+    free GPUs."""
+    jobs, gpus = {}, []
+    if resident is not None:
+        jid, app, left_s = resident
+        jobs[jid] = shapes.running(jid, app, [(name, 0)], shards=0 if exclusive else 1,
+                                   time_limit_s=100 + left_s)
+        gpus.append(Gpu(name, 0, memory_mib=32510, shards_total=4,
+                        shards_used=0 if exclusive else 1,
+                        exclusive_job=jid if exclusive else None,
+                        shard_jobs=() if exclusive else (jid,)))
+    else:
+        gpus.append(Gpu(name, 0, memory_mib=32510, shards_total=4))
+    gpus += [Gpu(name, i, memory_mib=32510, shards_total=4) for i in range(1, free + 1)]
+    return Node(name, "mixed" if resident else "idle", tuple(gpus)), jobs
+
+
+def _cluster(*nodes: tuple[Node, dict]) -> Cluster:
+    jobs = {k: v for _, j in nodes for k, v in j.items()}
+    return Cluster(nodes=tuple(n for n, _ in nodes), jobs=MappingProxyType(jobs),
+                   taken_s=shapes.NOW)
+
+
+def _ask(cluster: Cluster, run_s: float = 5000, readings: Readings | None = None):
+    ctx = shapes.context(cluster)
+    if readings is not None:
+        ctx = Context(cluster=ctx.cluster, readings=readings, now_s=ctx.now_s,
+                      settings=ctx.settings, history=ctx.history)
+    return Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW,
+                                    time_limit_s=run_s), ctx)
+
+
+def test_shares_where_it_adds_no_node_time_before_the_busier_gpu() -> None:
+    # node a ends in 1,000 s (its vgg16 is the more utilised partner), node b in 10,000 s
+    pl = _ask(_cluster(_node("a", ("va", "vgg16", 1000), 1),
+                       _node("b", ("rb", "resnet18", 10_000), 1)))
+    assert (pl.nodes, pl.gpu_indexes, pl.share_mode) == (("b",), (0,), "shard")
+    # with both nodes outliving the job, the least utilised partner (least slowdown) first
+    pl = _ask(_cluster(_node("a", ("va", "vgg16", 9000), 1),
+                       _node("b", ("rb", "resnet18", 10_000), 1)))
+    assert pl.nodes == ("b",) and pl.predicted["slowdown"] < 1.01
+
+
+def test_alone_on_a_node_that_stays_on_beats_sharing_on_one_it_would_keep_on() -> None:
+    pl = _ask(_cluster(_node("a", ("ra", "resnet18", 1000), 0),
+                       _node("b", ("xb", "lstm", 10_000), 1, exclusive=True)))
+    assert (pl.nodes, pl.gpu_indexes) == (("b",), (1,))
+    assert "alone" in pl.why[0] and pl.predicted["node_extend_s"] == 0
+    # the job would outlive every node: the one it extends least
+    pl = _ask(_cluster(_node("a", ("ra", "resnet18", 1000), 0),
+                       _node("b", ("xb", "lstm", 3000), 1, exclusive=True)), run_s=20_000)
+    assert pl.nodes == ("b",) and pl.predicted["node_extend_s"] == pytest.approx(17_000)
+
+
+def test_empty_powered_node_before_a_suspended_one() -> None:
+    cluster = _cluster(_node("a", None, 1), _node("b", None, 1))
+
+    def reading(node: str, i: int, power_w: float) -> GpuReading:
+        return GpuReading(node, i, power_w, 0.0, 0.0, 0.0, 250.0, shapes.NOW)
+    gpus = {(n, i): reading(n, i, 0.0 if n == "a" else 41.0) for n in "ab" for i in (0, 1)}
+    pl = _ask(cluster, readings=Readings(gpus=MappingProxyType(gpus)))
+    assert pl.nodes == ("b",) and "alone" in pl.why[0]
+    assert _ask(cluster).nodes == ("a",)        # no readings: name order
 
 
 def test_no_free_gpu_and_no_shards_is_plain_exclusive() -> None:

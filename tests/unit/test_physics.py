@@ -9,6 +9,7 @@ from slurm_plugin.physics import (assign_class, cap_settings_w, cap_slowdown, ca
                                   class_names, colocated_slowdown, gpu_power_w, group_slowdowns,
                                   idle_power_w, job_class, max_power_w, shared_gpu_power_w,
                                   shared_gpu_util)
+from slurm_plugin.physics.classes import class_mix
 from slurm_plugin.physics.constants import constants
 from slurm_plugin.physics.variability import load_profile
 from slurm_plugin.policy.oracle import energy_bound
@@ -55,6 +56,32 @@ def test_class_assignment_is_seeded_and_covers_the_classes():
     drawn = {assign_class(str(i), 7) for i in range(400)}
     assert drawn == set(class_names())
     assert [assign_class(str(i), 1) for i in range(50)] != [assign_class(str(i), 2) for i in range(50)]
+
+
+def test_class_mix_draws_only_its_classes_and_all_is_the_default():
+    paper = class_mix("eaco-paper")
+    assert paper.name == "eaco-paper" and paper.classes == ("alexnet", "resnet18", "vgg16")
+    assert {assign_class(str(i), 7, paper) for i in range(300)} == set(paper.classes)
+    every = class_mix("all")
+    assert every.classes == class_names()
+    assert [assign_class(str(i), 3, every) for i in range(200)] == \
+        [assign_class(str(i), 3) for i in range(200)]
+    # a list is a set: order, case and spaces do not change the draws
+    listed = class_mix(" VGG16, alexnet,resnet18")
+    assert listed.name == "alexnet,resnet18,vgg16" and listed.classes == paper.classes
+    assert [assign_class(str(i), 0, listed) for i in range(100)] == \
+        [assign_class(str(i), 0, paper) for i in range(100)]
+    assert {assign_class(str(i), 0, class_mix("lstm")) for i in range(20)} == {"lstm"}
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("alexnet,resnet-50", "'resnet-50' is not a known job class.*eaco-paper.*wavenet"),
+    ("vgg16,alexnet,vgg16", "'vgg16' is named twice"),
+    (" , ", "names no class"),
+])
+def test_bad_class_mix_names_the_class_and_the_choices(spec, match):
+    with pytest.raises(InputError, match=match):
+        class_mix(spec)
 
 
 def test_measured_pairs_are_used_in_both_orders():
