@@ -98,6 +98,7 @@ class Job:
     app: str = ""                 # workload class (from the job comment or the simulator)
     reason: str = ""
     exit_code: int | None = None
+    deadline_s: float | None = None   # sbatch --deadline (Slurm cancels the job past it)
     # A pending job pinned to typed GPUs of one node: (node, GRES type, shares; 0 for a whole
     # GPU) per entry. The type names the GPU, so the snapshot counts it as that GPU's holder.
     pinned: tuple[tuple[str, str, int], ...] = ()

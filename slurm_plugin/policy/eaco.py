@@ -39,6 +39,7 @@ from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
 from .eaco_observe import observe
 from .eaco_predict import (
+    deadline_of,
     group_slowdowns,
     known_class,
     objective,
@@ -370,7 +371,7 @@ class Eaco:
                 continue
             left = remaining_solo_s(r.job, progress.get(jid), r_solo, now, res_old[jid])
             end = now + left * res_new[jid]
-            slack = min(slack, r.job.submit_s + s.deadline_factor * r_solo - end)
+            slack = min(slack, deadline_of(r.job, r_solo, s.deadline_factor) - end)
         if slack < 0:
             return reject("would make a resident miss its deadline")
         model = cand.gpus[0].model

@@ -10,7 +10,8 @@ samples/s, or without that seed its time per step since the mark over its time p
 keys ``pair:<apps>``, ``pair:<apps>:predicted``, ``job:<key>:slowdown`` and the marker
 ``seen:<group>`` that keeps later passes from recording it twice) and at most one
 ``move_exclusive`` action, for the most slowed job whose slowdown exceeds ``max_slowdown`` or
-whose deadline only an exclusive GPU still meets. No job gets two actions in one pass.
+whose deadline only an exclusive GPU still meets (this one only while such a GPU is free). No
+job gets two actions in one pass.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from types import MappingProxyType
 from ..model import Action, Gpu, Job, Progress
 from .base import Context
 from .eaco_predict import (
+    deadline_of,
     group_key,
     group_slowdowns,
     known_class,
@@ -80,6 +82,13 @@ def _group(node: str, gpu: Gpu, ctx: Context) -> _Group | None:
     return _Group("+".join(sorted(gpu.shard_jobs)), f"{node}:{gpu.index}", members, predicted)
 
 
+def _free_gpus(ctx: Context, job: Job) -> bool:
+    """Whether the job's GPU count is free on one available node now. A move for a deadline
+    is worth it only then: requeued behind a queue, the job would lose more than it gains."""
+    need = max(1, len({(u.node, u.index) for u in job.uses}) or job.gpus)
+    return any(node.available and len(node.free_gpus()) >= need for node in ctx.cluster.nodes)
+
+
 def _reason(job: Job, p: Progress, obs: float, ctx: Context, s: EacoSettings) -> str:
     """Why a job showing slowdown ``obs`` must leave its shared GPU ("" if it may stay)."""
     if obs > s.max_slowdown * (1 + TOLERANCE):
@@ -87,9 +96,9 @@ def _reason(job: Job, p: Progress, obs: float, ctx: Context, s: EacoSettings) ->
     solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, ctx.history)
     if solo_s is None:
         return ""
-    deadline = job.submit_s + s.deadline_factor * solo_s
+    deadline = deadline_of(job, solo_s, s.deadline_factor)
     left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
-    if ctx.now_s + left * obs > deadline >= ctx.now_s + left:
+    if ctx.now_s + left * obs > deadline >= ctx.now_s + left and _free_gpus(ctx, job):
         return (f"would finish at {ctx.now_s + left * obs:.0f}, after its deadline "
                 f"{deadline:.0f}, which an exclusive GPU still meets")
     return ""

@@ -26,6 +26,12 @@ def group_key(apps: Sequence[str]) -> str:
     return "pair:" + "+".join(sorted(apps))
 
 
+def deadline_of(job: Job, solo_s: float, factor: float) -> float:
+    """A running job's deadline: its own (``sbatch --deadline``), else submit + ``factor`` x
+    its run time alone."""
+    return job.deadline_s if job.deadline_s is not None else job.submit_s + factor * solo_s
+
+
 def repeat_key_of(job: Job) -> str:
     """The repeat key of a running job, as the simulator and wattbatch set it: ``user:app``."""
     return f"{job.user}:{job.app}"

@@ -207,7 +207,8 @@ class Simulator:
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
                                    num_nodes=j.num_nodes, submit_s=j.t.submit_s,
                                    time_limit_s=j.t.duration_s, restart_count=j.restarts,
-                                   app=j.cls.name, comment=j.pl.policy if j.pl else "")
+                                   app=j.cls.name, comment=j.pl.policy if j.pl else "",
+                                   deadline_s=j.t.deadline_s)
         self.dirty = True
 
     # ---------------------------------------------------------------- fitting
@@ -379,7 +380,8 @@ class Simulator:
             gpus=0 if j.share else j.per_node, shards=j.shards, num_nodes=j.num_nodes,
             nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
             submit_s=j.t.submit_s, start_s=now, time_limit_s=j.t.duration_s,
-            restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "")
+            restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
+            deadline_s=j.t.deadline_s)
         self._retune(gpus)
 
     def _settle(self, j: SimJob) -> None:

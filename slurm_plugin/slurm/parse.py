@@ -261,7 +261,7 @@ def parse_job(raw: Mapping[str, Any]) -> Job:
         restart_count=int(raw.get("restart_cnt") or 0), comment=comment,
         app=app_from_comment(comment), reason="" if reason == "None" else reason,
         exit_code=_exit_code(raw.get("exit_code")) if finished else None,
-        pinned=_pinned(raw, state))
+        deadline_s=_epoch(raw.get("deadline")), pinned=_pinned(raw, state))
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False) -> tuple[Job, ...]:

@@ -94,17 +94,27 @@ def test_not_observed_long_enough_means_no_judgement(tmp_path: Path) -> None:
     assert a2 == ()
 
 
-def test_deadline_miss_moves_the_job(tmp_path: Path) -> None:
-    history = History(tmp_path / "h.json")
-    cluster = pair_cluster()
+def _late_pair(free_gpus: int):
     # job 2's deadline (submit + 2 x 1000 s) is T0 + 1000: alone it ends at T0 + 958, sharing
     # at 1.08x at T0 + 1026
-    jobs = dict(cluster.jobs)
-    jobs["2"] = shapes.running("2", "resnet18", [("a", 0)], shards=1, submit_s=T0 - 1000,
-                               time_limit_s=SOLO_S)
-    _, a2, _ = passes(cluster.__class__(cluster.nodes, jobs, T0), 1.08, history)
+    cluster = shapes.one_gpu({"1": "alexnet", "2": "resnet18"}, free_gpus=free_gpus)
+    jobs = {"1": shapes.running("1", "alexnet", [("a", 0)], shards=1, submit_s=T0 - 50,
+                                time_limit_s=SOLO_S),
+            "2": shapes.running("2", "resnet18", [("a", 0)], shards=1, submit_s=T0 - 1000,
+                                time_limit_s=SOLO_S)}
+    return cluster.__class__(cluster.nodes, jobs, T0)
+
+
+def test_deadline_miss_moves_the_job(tmp_path: Path) -> None:
+    _, a2, _ = passes(_late_pair(free_gpus=1), 1.08, History(tmp_path / "h.json"))
     move = [a for a in a2 if a.kind == "move_exclusive"]
     assert [a.job_id for a in move] == ["2"] and "deadline" in move[0].why
+
+
+def test_no_deadline_move_without_a_free_gpu(tmp_path: Path) -> None:
+    """Requeued behind a queue the job would only be later: it stays."""
+    _, a2, _ = passes(_late_pair(free_gpus=0), 1.08, History(tmp_path / "h.json"))
+    assert [a.kind for a in a2] == ["observe"]
 
 
 def test_unplanned_group_is_undone_on_prediction() -> None:
@@ -117,3 +127,17 @@ def test_unplanned_group_is_undone_on_prediction() -> None:
 
 def test_no_progress_no_action() -> None:
     assert Eaco().reconcile(shapes.context(pair_cluster())) == ()
+
+
+def test_an_explicit_deadline_counts_over_the_default(tmp_path: Path) -> None:
+    """Job 2 submitted recently (default deadline T0 + 1950) but with sbatch --deadline
+    T0 + 1000: sharing at 1.08x makes it late, an exclusive GPU does not."""
+    from dataclasses import replace
+    cluster = pair_cluster()
+    jobs = dict(cluster.jobs)
+    jobs["2"] = replace(jobs["2"], deadline_s=T0 + 1000)
+    _, a2, _ = passes(cluster.__class__(cluster.nodes, jobs, T0), 1.08, History(tmp_path / "h"))
+    move = [a for a in a2 if a.kind == "move_exclusive"]
+    assert [a.job_id for a in move] == ["2"] and "after its deadline" in move[0].why
+    _, plain_a2, _ = passes(pair_cluster(), 1.08, History(tmp_path / "h2"))
+    assert [a.kind for a in plain_a2] == ["observe"]                # default deadline: stays

@@ -263,3 +263,9 @@ def test_types_shared_by_several_gpus_of_a_node_pin_nothing():
     node = Node("n1", gpus=tuple(Gpu("n1", i, gres_type="v100") for i in range(2)))
     job = Job("5", "PENDING", pinned=(("n1", "v100", 0),))
     assert attach_jobs([node], [job])[0].gpus == node.gpus
+
+
+def test_sbatch_deadline_is_the_jobs_deadline(golden):
+    raw = dict(golden["squeue"]["jobs"][0], deadline=1795260000)
+    assert parse_jobs({"jobs": [raw]})[0].deadline_s == 1795260000.0
+    assert parse_jobs({"jobs": [dict(raw, deadline=0)]})[0].deadline_s is None
