@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_waits import wait_job
 
 from slurm_plugin.history import FILE_NAME, History
 from slurm_plugin.model import Job
@@ -54,15 +55,6 @@ def submit(env: dict, tmp_path: Path, name: str, app: str, share: bool, steps: i
     return done.stdout.strip().split(";")[0], done.stderr
 
 
-def wait_job(cfg, job_id: str, ok, timeout_s: float = 60.0) -> Job:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job = snapshot(cfg).jobs.get(job_id)
-        if job is not None and ok(job):
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s: {job}")
-        time.sleep(0.5)
 
 
 def wait_gone(cfg, ids: list[str], timeout_s: float = 120.0) -> None:

@@ -6,10 +6,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from cluster_waits import wait_job
 
 from slurm_plugin import live
 from slurm_plugin.journal import Journal, PassLock
@@ -18,7 +18,6 @@ from slurm_plugin.policy.baseline import SlurmDefault
 from slurm_plugin.proc import run
 from slurm_plugin.reconcile import reconcile_pass
 from slurm_plugin.slurm import actions
-from slurm_plugin.slurm.snapshot import snapshot
 
 pytestmark = pytest.mark.cluster
 SLEEP = "#!/bin/bash\nsleep 600\n"
@@ -29,15 +28,6 @@ def wattctl(env: dict, *args: str, check: bool = True):
                check=check)
 
 
-def wait_job(cfg, job_id, ok, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job = snapshot(cfg).jobs.get(job_id)
-        if job is not None and ok(job):
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s: {job}")
-        time.sleep(0.5)
 
 
 def test_baseline_pass_changes_nothing(localcluster, tmp_path):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from cluster_waits import wait_job
 
 from slurm_plugin.errors import CommandError
-from slurm_plugin.model import Cluster, Job
+from slurm_plugin.model import Cluster
 from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.parse import parse_gres
 from slurm_plugin.slurm.snapshot import history, snapshot
@@ -26,16 +27,6 @@ def opts(tmp_path) -> list[str]:
     return ["--output=/dev/null", f"--chdir={tmp_path}"]
 
 
-def wait_job(cfg, job_id: str, ok, timeout_s: float = 45.0) -> Job:
-    """Poll the snapshot until ``ok(job)``; fail with the job's last state."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        job = snapshot(cfg).jobs.get(job_id)
-        if job is not None and ok(job):
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s: {job}")
-        time.sleep(0.5)
 
 
 def test_snapshot_shows_four_idle_nodes_with_four_free_gpus(cfg):

@@ -1,0 +1,22 @@
+"""Polling helpers shared by the real-cluster tests."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slurm_plugin.model import Job
+from slurm_plugin.slurm.snapshot import snapshot
+
+
+def wait_job(cfg, job_id: str, ok, timeout_s: float = 60.0) -> Job:
+    """Poll the snapshot until ``ok(job)``; fail with the job's last state."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = snapshot(cfg).jobs.get(job_id)
+        if job is not None and ok(job):
+            return job
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s: {job}")
+        time.sleep(0.5)
