@@ -7,7 +7,6 @@ when no intensity is known). Never fails the job: problems are one line on stder
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Mapping
@@ -15,7 +14,7 @@ from typing import Mapping
 from .. import config
 from ..telemetry.carbon import provider_from_config
 from ..telemetry.influx import InfluxClient
-from .jobenergy import JobEnergy, finish, forget, job_gpus
+from .jobenergy import JobEnergy, finish, forget, job_gpus, run_hook
 from .source import make_source, node_name
 
 
@@ -37,11 +36,7 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
 
 
 def main() -> int:
-    try:
-        epilog(os.environ)
-    except Exception as exc:    # noqa: BLE001 - an epilog must never drain the node
-        print(f"wattbatch epilog: warning: {exc}", file=sys.stderr)
-    return 0
+    return run_hook("epilog", epilog)
 
 
 if __name__ == "__main__":

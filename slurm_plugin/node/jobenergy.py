@@ -12,7 +12,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..errors import InputError, TelemetryError
 from ..telemetry.carbon import CarbonProvider
@@ -107,6 +107,16 @@ def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLi
     co2 = energy / J_PER_KWH * intensity if intensity is not None else None
     return JobEnergy(job_id, node, tuple(sorted(start)), float(state["start_s"]), now_s,
                      energy, co2, intensity)
+
+
+def run_hook(hook: str, body: Callable[[Mapping[str, str]], object]) -> int:
+    """Run a prolog/epilog body on this process's environment; never fail the job (a non-zero
+    exit would drain the node): any problem is one warning line on stderr, exit 0."""
+    try:
+        body(os.environ)
+    except Exception as exc:    # noqa: BLE001 - a node hook must never drain the node
+        print(f"wattbatch {hook}: warning: {exc}", file=sys.stderr)
+    return 0
 
 
 def forget(state_dir: str | os.PathLike, job_id: str) -> None:

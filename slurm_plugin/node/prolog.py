@@ -7,13 +7,12 @@ the job: a non-zero prolog exit would drain the node, so every problem is one li
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Mapping
 
 from .. import config
-from .jobenergy import job_gpus, record_start
+from .jobenergy import job_gpus, record_start, run_hook
 from .source import make_source, node_name
 
 
@@ -30,11 +29,7 @@ def prolog(environ: Mapping[str, str]) -> str:
 
 
 def main() -> int:
-    try:
-        prolog(os.environ)
-    except Exception as exc:    # noqa: BLE001 - a prolog must never drain the node
-        print(f"wattbatch prolog: warning: {exc}", file=sys.stderr)
-    return 0
+    return run_hook("prolog", prolog)
 
 
 if __name__ == "__main__":

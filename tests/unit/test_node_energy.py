@@ -83,3 +83,13 @@ def test_epilog_without_prolog_record_is_clear(tmp_path):
 def test_prolog_rejects_gpu_the_source_lacks(tmp_path):
     with pytest.raises(InputError, match="names GPU 5"):
         record_start(ScriptedSource(gpus=2), "8", (5,), tmp_path, now_s=0.0)
+
+
+def test_prolog_and_epilog_never_fail_the_job(monkeypatch, capsys):
+    from slurm_plugin.node import epilog, prolog
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "zero")         # unparseable: an InputError inside
+    assert prolog.main() == 0 and epilog.main() == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in err] == ["wattbatch prolog", "wattbatch epilog"]
+    assert all("SLURM_JOB_GPUS = 'zero'" in line for line in err)
