@@ -11,7 +11,6 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import json
 import math

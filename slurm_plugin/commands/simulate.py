@@ -15,7 +15,7 @@ from ..sim.carbon import load_carbon
 from ..sim.cluster import ClusterSpec, load_cluster
 from ..sim.metrics import FIELDS
 from ..policy import get_policy
-from ..sim.run import (ORACLE, Inputs, TimelineWriter, default_trace, load_jobs,
+from ..sim.run import (Inputs, TimelineWriter, default_trace, load_jobs,
                        oracle_metrics, simulate as run_one)
 
 _CLUSTER_FLAGS = ("nodes", "gpus_per_node", "gpu_type")
