@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from .record import record
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -26,7 +26,7 @@ def _packaged_defaults() -> tuple[str, str]:
     return "site/defaults.toml (packaged)", text
 
 
-@dataclass(frozen=True)
+@record
 class Key:
     type: type
     choices: tuple[Any, ...] = ()

@@ -11,7 +11,7 @@ import fcntl
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from .record import asdict, fields, record
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,7 +20,7 @@ from .model import Action
 END_STATES = ("done", "failed", "dry-run", "skipped")
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     action_id: str
     event: str                 # begin | step:<name> | done | failed | dry-run | skipped
@@ -30,7 +30,7 @@ class Entry:
 
 
 def action_to_dict(action: Action) -> dict[str, Any]:
-    d = {f.name: getattr(action, f.name) for f in fields(action)}
+    d = {name: getattr(action, name) for name in fields(action)}
     d["predicted"] = dict(action.predicted)
     d["nodes"] = list(action.nodes)
     return d

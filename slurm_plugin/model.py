@@ -9,7 +9,7 @@ Units are in the names: ``_s`` seconds (epoch seconds for instants), ``_w`` watt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from .record import field, record
 from types import MappingProxyType
 from typing import Literal, Mapping
 
@@ -20,7 +20,7 @@ JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED",
 EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Gpu:
     """One physical GPU and who uses it right now."""
 
@@ -47,7 +47,7 @@ class Gpu:
         return self.exclusive_job is None and not self.shard_jobs
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Node:
     name: str
     state: str = "idle"          # Slurm's base state, lower case: idle, mixed, allocated, down...
@@ -66,7 +66,7 @@ class Node:
         return tuple(g for g in self.gpus if g.is_free)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuUse:
     """A job's hold on one GPU: ``shards == 0`` means the whole GPU."""
 
@@ -75,7 +75,7 @@ class GpuUse:
     shards: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Job:
     """A job the scheduler knows about (pending or running)."""
 
@@ -112,7 +112,7 @@ class Job:
         return self.state == "PENDING"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Cluster:
     """A snapshot of nodes and jobs at ``taken_s``.
 
@@ -136,7 +136,7 @@ class Cluster:
         return sum(len(n.gpus) for n in self.nodes)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobRequest:
     """What a user asks for, parsed from sbatch options (live) or a trace row (simulator)."""
 
@@ -162,7 +162,7 @@ class JobRequest:
         return self.gpus * self.num_nodes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuReading:
     node: str
     index: int
@@ -174,7 +174,7 @@ class GpuReading:
     taken_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Progress:
     """Latest ``job_progress`` of a job: steps done, throughput, epoch."""
 
@@ -188,7 +188,7 @@ class Progress:
     started_s: float = 0.0        # time of the first progress point of this run
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Readings:
     """Telemetry at one moment. Every field may be empty: policies must cope."""
 
@@ -199,7 +199,7 @@ class Readings:
     taken_s: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Placement:
     """A policy's answer for one job. Empty ``nodes`` lets Slurm choose."""
 
@@ -226,7 +226,7 @@ class Placement:
 ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "observe", "note"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Action:
     """A change the reconciler applies to a job that already exists."""
 

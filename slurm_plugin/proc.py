@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from .record import record
 
 from .errors import CommandError
 
 
-@dataclass(frozen=True)
+@record
 class Completed:
     argv: tuple[str, ...]
     returncode: int

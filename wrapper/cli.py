@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
+from slurm_plugin.record import record
 from typing import Any, BinaryIO, Callable, Mapping, TextIO
 
 from .sbatch_args import WRAP_SCRIPT, CommandLine, parse_command_line, parse_script
@@ -22,7 +22,7 @@ EXIT_WB_USAGE = 2
 SBATCH_TIMEOUT_S = 20 * 86400.0    # --wait may block for the job's whole run
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Providers:
     """Where the snapshot and the readings come from (tests hand in their own)."""
 
@@ -48,7 +48,7 @@ def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
 LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Submission:
     """What goes to sbatch: argv after the program, and the script on stdin (or None)."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from slurm_plugin.record import field, record
 from typing import Any, Callable, Mapping
 
 from slurm_plugin import config
@@ -25,7 +25,7 @@ from .sbatch_args import CommandLine, ScriptHeader
 from .wb_options import WbSettings
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Outcome:
     cfg: Any
     policy: str

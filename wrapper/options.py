@@ -14,13 +14,13 @@ wattbatch's policy does not look at it: the option is still passed through uncha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from slurm_plugin.record import record
 from typing import Literal
 
 Arg = Literal["none", "required", "optional"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Opt:
     name: str                 # long name without dashes, as sbatch spells it
     short: str = ""           # one letter, "" if none

@@ -10,7 +10,7 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from slurm_plugin.record import field, record
 from typing import Mapping
 
 from slurm_plugin.model import JobRequest
@@ -20,7 +20,7 @@ from .sbatch_args import OptUse
 from .wb_options import WbSettings
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SbatchView:
     """The options the policy looks at: field name -> (value, source)."""
 
@@ -140,7 +140,7 @@ def parse_instant_s(text: str, now_s: float) -> float:
 
 # --- GPUs ------------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
+@record
 class GresEntry:
     name: str
     type: str
@@ -183,7 +183,7 @@ def min_nodes(text: str | None) -> int:
     return max(1, int(m.group(0))) if m else 1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuAsk:
     gpus: int = 0            # per node
     model: str = ""

@@ -17,7 +17,7 @@ line here; ``#WATTBATCH`` lines follow the same placement rule as ``#SBATCH`` li
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from slurm_plugin.record import field, record
 from typing import Callable
 
 from .options import Opt, OptionLookupError, lookup_long, lookup_short
@@ -30,7 +30,7 @@ class SbatchSyntaxError(ValueError):
     """Something sbatch itself rejects: wattbatch hands it to sbatch to report."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class OptUse:
     """One option as given: where it came from (``line`` 0 = command line) and its value."""
 
@@ -40,7 +40,7 @@ class OptUse:
     span: tuple[int, int] = (0, 0)     # argv[start:end] that spelled it (command line only)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class CommandLine:
     uses: list[OptUse] = field(default_factory=list)
     option_words: list[str] = field(default_factory=list)   # argv before the script, no --wb-*
@@ -189,7 +189,7 @@ def header_end(lines: list[str]) -> int:
     return len(lines)
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class ScriptHeader:
     uses: list[OptUse] = field(default_factory=list)
     wb_lines: list[tuple[int, str]] = field(default_factory=list)   # (line number, text after)

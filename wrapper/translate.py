@@ -26,7 +26,7 @@ themselves. Each dropped change is said in ``notes``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from slurm_plugin.record import field, record, replace
 
 from slurm_plugin.model import Cluster, JobRequest, Placement
 
@@ -34,7 +34,7 @@ from .request import GpuAsk, SbatchView, parse_gres
 from .wb_options import WbSettings
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Site:
     share_gres: str = "shard"
     shards_per_gpu: int = 4
@@ -42,7 +42,7 @@ class Site:
     template: str = "base.sbatch.j2"
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Plan:
     """What wattbatch does to the submission."""
 

@@ -15,7 +15,7 @@ Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from slurm_plugin.record import field, record
 from typing import Any, Callable, Mapping
 
 from slurm_plugin.errors import InputError
@@ -27,7 +27,7 @@ class WbOptionError(InputError):
     """A wattbatch option is unknown or its value is invalid (exit code 2)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WbOpt:
     name: str
     key: str                  # WbSettings field it sets
@@ -93,7 +93,7 @@ WB_OPTIONS: tuple[WbOpt, ...] = (
 BY_NAME: dict[str, WbOpt] = {o.name: o for o in WB_OPTIONS}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WbSettings:
     dry_run: bool = False
     json: bool = False

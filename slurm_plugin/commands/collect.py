@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import click
@@ -10,6 +9,7 @@ import click
 from .. import config
 from ..node.collector import collect_once, run_loop
 from ..node.source import make_source, node_name
+from ..record import asdict
 from ..telemetry.influx import InfluxClient
 
 
@@ -36,7 +36,7 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
     if once:
         readings = collect_once(gpu_source, client, cfg["cluster.name"])
         if as_json:
-            click.echo(json.dumps([dataclasses.asdict(r) for r in readings]))
+            click.echo(json.dumps([asdict(r) for r in readings]))
         for r in [] if as_json else readings:
             click.echo(f"{r.node} gpu{r.index}: {r.power_w:.1f} W, {r.energy_j:.0f} J, "
                        f"{r.util_pct:.0f}%, {r.mem_used_mib:.0f} MiB, cap {r.power_limit_w:.0f} W")

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ..record import field, record
 from typing import Any, Mapping, Protocol
 
 from ..model import EMPTY_MAP, Action, Cluster, JobRequest, Placement, Readings
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Context:
     """Everything a policy may look at, at one instant."""
 

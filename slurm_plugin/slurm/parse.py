@@ -9,7 +9,7 @@ per allocated node), ``sacct -P`` (finished jobs with real exit codes; ``sacct -
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from ..record import record, replace
 from functools import lru_cache
 from datetime import datetime
 from types import MappingProxyType
@@ -30,7 +30,7 @@ _TYPED_INDEX = re.compile(r"g(\d+)$")
 _APP = re.compile(r"(?:^|[\s,;])app=([^\s,;]+)")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GresItem:
     """One ``name:type:count(IDX:...)`` entry of a GRES string."""
 
@@ -40,7 +40,7 @@ class GresItem:
     indexes: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AcctRecord:
     """One job (allocation line) from ``sacct -P -X``."""
 
@@ -387,8 +387,9 @@ def parse_scontrol_record(text: str) -> Mapping[str, str]:
 def plain(obj: Any) -> Any:
     """JSON-ready form of parsed objects (dataclasses, tuples, mappings): for golden files and
     ``--json`` output."""
-    if hasattr(obj, "__dataclass_fields__"):
-        return {f: plain(getattr(obj, f)) for f in obj.__dataclass_fields__}
+    names = getattr(obj, "__record_fields__", None) or getattr(obj, "__dataclass_fields__", None)
+    if names is not None and not isinstance(obj, type):
+        return {f: plain(getattr(obj, f)) for f in names}
     if isinstance(obj, Mapping):
         return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import tomllib
-from dataclasses import fields
 from types import MappingProxyType
 
 import pytest
@@ -16,6 +16,7 @@ from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
 from slurm_plugin.policy.eaco import QUEUE_DEPTH, Eaco
 from slurm_plugin.policy.eaco_predict import group_slowdowns
+from slurm_plugin.record import fields
 from slurm_plugin.policy.eaco_settings import EacoSettings, settings_from_site
 from slurm_plugin.policy.eaco_shards import memory_cap_mib, share_weights
 from slurm_plugin.resources import site_dir
@@ -100,7 +101,7 @@ def test_opted_out_or_site_off_never_shares() -> None:
 
 
 def _kw(req: JobRequest) -> dict:
-    return {f.name: getattr(req, f.name) for f in fields(req)}
+    return {name: getattr(req, name) for name in fields(req)}
 
 
 def test_packs_onto_compatible_resident_and_explains() -> None:
@@ -243,7 +244,7 @@ def test_defaults_match_site_defaults_and_registry() -> None:
     flat = {f"{sec}.{k}": v for sec, body in site.items() for k, v in body.items()}
     settings = settings_from_site(flat)
     defaults = EacoSettings()
-    for f in fields(EacoSettings):
+    for f in dataclasses.fields(EacoSettings):
         if f.name in site["eaco"]:
             assert getattr(defaults, f.name) == site["eaco"][f.name], f.name
     assert EacoSettings.from_mapping(settings).share_gres == flat["slurm.share_gres"]

@@ -132,7 +132,7 @@ def test_no_progress_no_action() -> None:
 def test_an_explicit_deadline_counts_over_the_default(tmp_path: Path) -> None:
     """Job 2 submitted recently (default deadline T0 + 1950) but with sbatch --deadline
     T0 + 1000: sharing at 1.08x makes it late, an exclusive GPU does not."""
-    from dataclasses import replace
+    from slurm_plugin.record import replace
     cluster = pair_cluster()
     jobs = dict(cluster.jobs)
     jobs["2"] = replace(jobs["2"], deadline_s=T0 + 1000)

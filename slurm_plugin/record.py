@@ -1,0 +1,153 @@
+"""Frozen value records for the model and the wrapper: the part of ``dataclasses`` they use.
+
+``wattbatch`` runs once per submission, so its start-up is its latency. Making a class with
+``@dataclass(frozen=True, slots=True)`` compiles six methods and imports ``inspect``; over the
+~30 classes a submission loads that was a third of its added latency. ``@record`` compiles
+only ``__init__`` (the simulator builds many model objects, so it stays a real function) and
+shares one ``__eq__``, ``__hash__``, ``__repr__`` and frozen ``__setattr__`` between all
+records. Semantics follow frozen, slotted dataclasses: fields are the class's annotations in
+order, defaults and ``field(default_factory=...)`` as there, equality and hashing by value
+within one class. ``replace``, ``fields`` and ``asdict`` stand in for the ``dataclasses``
+functions.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any, Callable
+_MISSING = object()
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to a field of a record."""
+
+
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def field(*, default_factory: Callable[[], Any]) -> Any:
+    """A field whose default is made anew for each record."""
+    return _Factory(default_factory)
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return self._values(self) == self._values(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(self._values(self))
+
+
+def _repr(self: Any) -> str:
+    inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__record_fields__)
+    return f"{type(self).__qualname__}({inner})"
+
+
+def _setattr(self: Any, name: str, value: Any) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _delattr(self: Any, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _reduce(self: Any) -> tuple:
+    return (type(self), self._values(self))
+
+
+_SHARED = {"__eq__": _eq, "__hash__": _hash, "__repr__": _repr, "__setattr__": _setattr,
+           "__delattr__": _delattr, "__reduce__": _reduce}
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[Any], tuple]:
+    if len(names) > 1:
+        return attrgetter(*names)
+    if names:
+        return lambda o, _n=names[0]: (getattr(o, _n),)
+    return lambda o: ()
+
+
+def record(cls: Any = None, *, frozen: bool = True) -> Any:
+    """Make ``cls`` a slotted value class, frozen unless ``frozen=False`` (then unhashable,
+    like a dataclass with ``eq=True``); see the module docstring."""
+    if cls is None:
+        return lambda c: _make(c, frozen)
+    return _make(cls, frozen)
+
+
+def _make(cls: Any, frozen: bool) -> Any:
+    names = tuple(cls.__dict__.get("__annotations__", {}))
+    env: dict[str, Any] = {"_set": object.__setattr__, "_M": _MISSING}
+    params, body, seen_default = [], [], False
+    for n in names:
+        d = cls.__dict__.get(n, _MISSING)
+        if d is _MISSING:
+            if seen_default:
+                raise TypeError(f"{cls.__name__}: field {n!r} without a default follows one "
+                                "with a default")
+            params.append(n)
+            body.append(f" _set(self, {n!r}, {n})")
+        elif isinstance(d, _Factory):
+            seen_default = True
+            env[f"_f_{n}"] = d.make
+            params.append(f"{n}=_M")
+            body.append(f" _set(self, {n!r}, _f_{n}() if {n} is _M else {n})")
+        else:
+            seen_default = True
+            env[f"_d_{n}"] = d
+            params.append(f"{n}=_d_{n}")
+            body.append(f" _set(self, {n!r}, {n})")
+    src = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or " pass") + "\n"
+    made: dict[str, Any] = {}
+    exec(compile(src, f"<record {cls.__qualname__}>", "exec"), env, made)
+    ns = {k: v for k, v in cls.__dict__.items()
+          if k not in names and k not in ("__dict__", "__weakref__")}
+    ns.update(made)
+    for k, v in _SHARED.items():
+        ns.setdefault(k, v)
+    if not frozen:
+        for k in ("__setattr__", "__delattr__"):
+            if ns[k] is _SHARED[k]:
+                del ns[k]
+        if ns["__hash__"] is _hash:
+            ns["__hash__"] = None
+    ns["__slots__"] = names
+    ns["__record_fields__"] = names
+    ns["__match_args__"] = names
+    ns["_values"] = staticmethod(_values_getter(names))
+    made_cls = type(cls)(cls.__name__, cls.__bases__, ns)
+    made_cls.__init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return made_cls
+
+
+def fields(obj: Any) -> tuple[str, ...]:
+    """The field names of a record (instance or class), in order."""
+    return obj.__record_fields__
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """A copy of ``obj`` with ``changes``; an unknown name is a TypeError, as in dataclasses."""
+    unknown = set(changes) - set(obj.__record_fields__)    # type: ignore[attr-defined]
+    if unknown:
+        raise TypeError(f"{type(obj).__name__} has no field {sorted(unknown)[0]!r}")
+    return type(obj)(**{n: changes.get(n, getattr(obj, n))
+                        for n in obj.__record_fields__})          # type: ignore[attr-defined]
+
+
+def asdict(obj: Any) -> dict[str, Any]:
+    """Field name -> value, recursing into records, lists and tuples (as dataclasses does)."""
+    def conv(v: Any) -> Any:
+        if hasattr(v, "__record_fields__") and not isinstance(v, type):
+            return {n: conv(getattr(v, n)) for n in v.__record_fields__}
+        if isinstance(v, (list, tuple)):
+            return type(v)(conv(x) for x in v)
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return conv(obj)
