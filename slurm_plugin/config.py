@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import os
 import tomllib
-from .record import record
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import ConfigError
-from .resources import site_dir
+from .record import record
+from .resources import site_file
 
-DEFAULT_SITE_FILE = Path("/etc/wattbatch/site.toml")
+DEFAULT_SITE_FILE = "/etc/wattbatch/site.toml"
 
 
 def _packaged_defaults() -> tuple[str, str]:
-    text = (site_dir() / "defaults.toml").read_text()
+    with open(site_file("defaults.toml"), encoding="utf-8") as fh:
+        text = fh.read()
     return "site/defaults.toml (packaged)", text
 
 
@@ -177,17 +177,18 @@ def load(site_file: str | os.PathLike | None = None,
     source, text = _packaged_defaults()
     merge(source, _parse_toml(source, text))
     path = site_file or environ.get("WATTBATCH_SITE_CONFIG") or None
-    if path is None and DEFAULT_SITE_FILE.exists():
+    if path is None and os.path.exists(DEFAULT_SITE_FILE):
         path = DEFAULT_SITE_FILE
     if path is not None:
-        p = Path(path)
+        p = os.fspath(path)
         try:
-            text = p.read_text()
+            with open(p, encoding="utf-8") as fh:
+                text = fh.read()
         except OSError as exc:
-            raise ConfigError(str(p), "(file)", str(p),
+            raise ConfigError(p, "(file)", p,
                               f"cannot read site config ({exc.strerror}); "
                               "fix the path in WATTBATCH_SITE_CONFIG") from None
-        merge(str(p), _parse_toml(str(p), text))
+        merge(p, _parse_toml(p, text))
     for key, spec in SCHEMA.items():
         name = env_name(key)
         if name in environ:

@@ -7,9 +7,13 @@ Each key holds a running mean of what was observed and how many observations mad
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Mapping
-from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FILE_NAME = "history.json"
 GROUP_PREFIXES = ("mark:", "seen:")
@@ -30,7 +34,7 @@ class History:
                                 f"old file is kept as {path.name}.corrupt")
 
     def view(self) -> Mapping[str, float]:
-        return MappingProxyType({k: v["value"] for k, v in self._data.items()})
+        return _values(self._data)
 
     def add(self, key: str, value: float) -> None:
         old = self._data.get(key)
@@ -60,10 +64,16 @@ class History:
         tmp.replace(self.path)
 
 
-def read_view(state_dir: str | Path) -> Mapping[str, float]:
+def _values(data: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
+    return MappingProxyType({k: v["value"] for k, v in data.items()})
+
+
+def read_view(state_dir: str | os.PathLike) -> Mapping[str, float]:
     """The history of ``state_dir`` as key -> value; empty when there is none yet (or it cannot
-    be read: a submission must never fail for want of it)."""
+    be read: a submission must never fail for want of it). Plain file reading, no pathlib:
+    wattbatch calls this on every submission."""
     try:
-        return History(Path(state_dir) / FILE_NAME).view()
-    except OSError:
+        with open(os.path.join(state_dir, FILE_NAME), encoding="utf-8") as fh:
+            return _values(json.load(fh))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return MappingProxyType({})

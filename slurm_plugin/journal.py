@@ -11,11 +11,11 @@ import fcntl
 import json
 import os
 import time
-from .record import asdict, fields, record
 from pathlib import Path
 from typing import Any, Iterator
 
 from .model import Action
+from .record import asdict, fields, record
 
 END_STATES = ("done", "failed", "dry-run", "skipped")
 

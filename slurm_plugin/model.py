@@ -9,9 +9,10 @@ Units are in the names: ``_s`` seconds (epoch seconds for instants), ``_w`` watt
 
 from __future__ import annotations
 
-from .record import field, record
 from types import MappingProxyType
 from typing import Literal, Mapping
+
+from .record import field, record
 
 ShareMode = Literal["exclusive", "shard", "mps"]
 JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from .record import record
 
 from .errors import CommandError
+from .record import record
 
 
 @record

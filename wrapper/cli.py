@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from slurm_plugin.record import record
 from typing import Any, BinaryIO, Callable, Mapping, TextIO
+
+from slurm_plugin.record import record
 
 from .sbatch_args import WRAP_SCRIPT, CommandLine, parse_command_line, parse_script
 from .wb_options import WbOptionError, help_text, resolve, takes_value
@@ -101,7 +102,7 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
     if wb.off:
         return _sbatch(_unchanged(cmd, plain, raw, wrap), None, io)
     now_s = time.time() if now_s is None else now_s
-    from .decide import decide      # the policy path, imported only when it runs
+    from .decide import decide  # the policy path, imported only when it runs
     try:
         outcome = decide(cmd, header, text, wb, io.environ, providers, now_s)
     except Exception as exc:                                    # noqa: BLE001 - fail-open

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from slurm_plugin.record import field, record
 from typing import Any, Callable, Mapping
 
 from slurm_plugin import config
@@ -17,6 +16,7 @@ from slurm_plugin.history import read_view
 from slurm_plugin.model import JobRequest, Placement
 from slurm_plugin.policy.base import Context
 from slurm_plugin.policy.registry import get_policy
+from slurm_plugin.record import field, record
 
 from . import translate
 from .render import is_shell_script, render

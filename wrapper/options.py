@@ -14,8 +14,9 @@ wattbatch's policy does not look at it: the option is still passed through uncha
 
 from __future__ import annotations
 
-from slurm_plugin.record import record
 from typing import Literal
+
+from slurm_plugin.record import record
 
 Arg = Literal["none", "required", "optional"]
 

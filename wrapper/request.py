@@ -10,10 +10,10 @@ import math
 import os
 import re
 import time
-from slurm_plugin.record import field, record
 from typing import Mapping
 
 from slurm_plugin.model import JobRequest
+from slurm_plugin.record import field, record
 
 from .options import OPTIONS
 from .sbatch_args import OptUse

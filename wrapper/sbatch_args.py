@@ -17,8 +17,9 @@ line here; ``#WATTBATCH`` lines follow the same placement rule as ``#SBATCH`` li
 
 from __future__ import annotations
 
-from slurm_plugin.record import field, record
 from typing import Callable
+
+from slurm_plugin.record import field, record
 
 from .options import Opt, OptionLookupError, lookup_long, lookup_short
 

@@ -26,9 +26,9 @@ themselves. Each dropped change is said in ``notes``.
 from __future__ import annotations
 
 import time
-from slurm_plugin.record import field, record, replace
 
 from slurm_plugin.model import Cluster, JobRequest, Placement
+from slurm_plugin.record import field, record, replace
 
 from .request import GpuAsk, SbatchView, parse_gres
 from .wb_options import WbSettings

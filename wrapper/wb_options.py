@@ -15,10 +15,10 @@ Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
 from __future__ import annotations
 
 import shlex
-from slurm_plugin.record import field, record
 from typing import Any, Callable, Mapping
 
 from slurm_plugin.errors import InputError
+from slurm_plugin.record import field, record
 
 ACTIONS = ("share", "defer", "resize", "place", "power", "batch")
 

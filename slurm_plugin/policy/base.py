@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..record import field, record
 from typing import Any, Mapping, Protocol
 
 from ..model import EMPTY_MAP, Action, Cluster, JobRequest, Placement, Readings
+from ..record import field, record
 
 
 @record

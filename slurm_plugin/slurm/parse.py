@@ -9,14 +9,14 @@ per allocated node), ``sacct -P`` (finished jobs with real exit codes; ``sacct -
 from __future__ import annotations
 
 import re
-from ..record import record, replace
-from functools import lru_cache
 from datetime import datetime
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from ..errors import InputError
 from ..model import Gpu, GpuUse, Job, Node
+from ..record import record, replace
 
 SHARE_GRES = ("shard", "mps")
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
