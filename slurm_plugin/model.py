@@ -10,13 +10,19 @@ Units are in the names: ``_s`` seconds (epoch seconds for instants), ``_w`` watt
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Literal, Mapping
 
 from .record import field, record
 
-ShareMode = Literal["exclusive", "shard", "mps"]
-JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
-                   "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "REQUEUED"]
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:       # the aliases are for annotations only
+    from typing import Literal, Mapping
+
+    ShareMode = Literal["exclusive", "shard", "mps"]
+    JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
+                       "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                       "REQUEUED"]
+    ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "observe", "note"]
+
 
 EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
 
@@ -223,8 +229,6 @@ class Placement:
                     or self.begin_s is not None or self.power_cap_w is not None
                     or self.batch_size is not None)
 
-
-ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "observe", "note"]
 
 
 @record

@@ -13,3 +13,13 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     return GOLDEN_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _config_cache_in_a_temporary_dir(tmp_path_factory):
+    """Site-config parse caches of the tests (and of the commands they run) stay out of the
+    user's ~/.cache."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("WATTBATCH_CACHE_DIR", str(tmp_path_factory.mktemp("config-cache")))
+    yield
+    patch.undo()

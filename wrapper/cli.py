@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, BinaryIO, Callable, Mapping, TextIO
 
 from slurm_plugin.record import record
 
 from .sbatch_args import WRAP_SCRIPT, CommandLine, parse_command_line, parse_script
 from .wb_options import WbOptionError, help_text, resolve, takes_value
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, Callable, Mapping, TextIO
 
 EXIT_WB_USAGE = 2
 SBATCH_TIMEOUT_S = 20 * 86400.0    # --wait may block for the job's whole run

@@ -14,12 +14,13 @@ wattbatch's policy does not look at it: the option is still passed through uncha
 
 from __future__ import annotations
 
-from typing import Literal
-
 from slurm_plugin.record import record
 
-Arg = Literal["none", "required", "optional"]
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Literal
 
+    Arg = Literal["none", "required", "optional"]
 
 @record
 class Opt:

@@ -10,7 +10,6 @@ import math
 import os
 import re
 import time
-from typing import Mapping
 
 from slurm_plugin.model import JobRequest
 from slurm_plugin.record import field, record
@@ -18,6 +17,10 @@ from slurm_plugin.record import field, record
 from .options import OPTIONS
 from .sbatch_args import OptUse
 from .wb_options import WbSettings
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Mapping
 
 
 @record

@@ -17,11 +17,13 @@ line here; ``#WATTBATCH`` lines follow the same placement rule as ``#SBATCH`` li
 
 from __future__ import annotations
 
-from typing import Callable
-
 from slurm_plugin.record import field, record
 
 from .options import Opt, OptionLookupError, lookup_long, lookup_short
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Callable
 
 WB_PREFIX = "--wb-"
 WRAP_SCRIPT = "#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{}\n"

@@ -15,10 +15,13 @@ Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Callable, Mapping
 
 from slurm_plugin.errors import InputError
 from slurm_plugin.record import field, record
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
 ACTIONS = ("share", "defer", "resize", "place", "power", "batch")
 

@@ -7,10 +7,13 @@ baseline policy never pays for importing the others (and their physics tables).
 from __future__ import annotations
 
 import importlib
-from typing import Callable
 
 from ..errors import ConfigError
 from .base import Policy
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Callable
 
 _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "slurm-default": "baseline:SlurmDefault",
