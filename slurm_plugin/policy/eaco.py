@@ -294,6 +294,9 @@ class Eaco:
             if len(free) < k and not shared:
                 continue
             extend = _extend_s(node, jobs, now, run_s, busy, ctx)
+            # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
+            # queued earlier without a pin would otherwise take the pinned GPU before it.
+            free.reverse()
             if len(free) >= k:
                 out.append(_Candidate(node, pos, busy, free[:k], [[] for _ in range(k)], 0.0,
                                       0.0, extend, alone=True))
