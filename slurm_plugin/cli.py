@@ -17,6 +17,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("collect", "collect"),
     ("simulate", "simulate"),
     ("reconcile", "reconcile"),
+    ("snapshot", "snapshot"),
 ]
 
 

@@ -35,10 +35,12 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
         raise
 
 
-def slurm_json(cmd: str, args: Sequence[str], cfg: SiteConfig) -> dict[str, Any]:
-    """``cmd --json args``, decoded. Slurm 22.05 exits 0 with an ``errors`` list and no data
-    when the controller is down: that raises ``CommandError`` here, never "no jobs"."""
-    done = slurm(cmd, ["--json", *args], cfg)
+def slurm_json(cmd: str, args: Sequence[str], cfg: SiteConfig,
+               version: str | None = None) -> dict[str, Any]:
+    """``cmd --json args`` (``--json=VERSION`` when given), decoded. Slurm exits 0 with an
+    ``errors`` list and no data when the controller is down: that raises ``CommandError``
+    here, never "no jobs"."""
+    done = slurm(cmd, [f"--json={version}" if version else "--json", *args], cfg)
     try:
         data = json.loads(done.stdout)
     except ValueError as exc:

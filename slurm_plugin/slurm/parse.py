@@ -1,9 +1,11 @@
-"""Pure parsers: Slurm command output -> model objects. No I/O; golden-tested.
+"""Pure parsers: Slurm command output -> model objects. No I/O; golden-tested per release.
 
-Sources (Slurm 22.05): ``sinfo --json`` (nodes: state, configured GRES), ``squeue --json``
-(jobs: requested GRES in ``tres_per_node``, allocated GPU indexes in ``gres_detail``, one entry
-per allocated node), ``sacct -P`` (finished jobs with real exit codes; ``sacct --json`` reports
-0 for failed jobs) and ``scontrol show job -o`` (one ``Key=Value`` line; scontrol has no JSON).
+Sources: the node listing (Slurm 22.05: ``sinfo --json``; 23.02+: ``scontrol --json show
+nodes``) for state and configured GRES, ``squeue --json`` for jobs (requested GRES in
+``tres_per_node``, allocated GPU indexes in ``gres_detail``, one entry per allocated node),
+``sacct -P`` (finished jobs with real exit codes; ``sacct --json`` of 22.05 reports 0 for
+failed jobs) and ``scontrol show job -o`` (one ``Key=Value`` line). Each JSON document is read
+with the dialect of the Slurm version in its ``meta`` (``formats``, ``dialects``).
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ from typing import Any, Iterable, Mapping
 from ..errors import InputError
 from ..model import Gpu, GpuUse, Job, Node
 from ..record import record, replace
+from .dialects import Legacy, dialect
+from .formats import detect
 
 SHARE_GRES = ("shard", "mps")
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
                            "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
                            "STAGE_OUT"})
 
-# name[:type]:count[(IDX:0-1,3) | (S:0-1)]  -- the list inside () may hold commas.
+# name[:type]:count[(IDX:0-1,3) | (0/4,2/4) | (S:0-1)]  -- the list inside () may hold commas.
 _GRES_ITEM = re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?::(?P<type>[^:,()]+))??"
                         r":(?P<count>\d+)(?=[,(]|$)(?:\((?P<extra>[^)]*)\))?")
 _TYPED_INDEX = re.compile(r"g(\d+)$")
@@ -32,12 +36,16 @@ _APP = re.compile(r"(?:^|[\s,;])app=([^\s,;]+)")
 
 @record
 class GresItem:
-    """One ``name:type:count(IDX:...)`` entry of a GRES string."""
+    """One ``name:type:count(IDX:...)`` entry of a GRES string.
+
+    ``indexes``: the GPU positions of ``(IDX:0-1)``. ``shares``: for a shared GRES written
+    ``(0/4,2/4)`` (Slurm 23.02+), the shares held on each GPU position of the node."""
 
     name: str
     type: str
     count: int
     indexes: tuple[int, ...] = ()
+    shares: tuple[int, ...] = ()
 
 
 @record
@@ -84,14 +92,32 @@ def parse_index_list(text: str) -> tuple[int, ...]:
 def parse_gres(text: str) -> tuple[GresItem, ...]:
     """A GRES string (node ``gres``/``gres_used``, job ``gres_detail`` entry, ``tres_per_node``).
 
-    ``gres:`` prefixes are dropped; ``(IDX:...)`` gives indexes, other ``(...)`` is ignored.
+    ``gres:``/``gres/`` prefixes are dropped; ``(IDX:...)`` gives indexes, ``(a/b,c/d)`` the
+    shares held per GPU position (and the positions holding any as indexes); other ``(...)``,
+    such as ``(S:0-1)`` or ``(-/4)``, is ignored.
     """
     items = []
     for m in _GRES_ITEM.finditer(text.replace("gres:", "").replace("gres/", "")):
         extra = m.group("extra") or ""
-        idx = parse_index_list(extra[4:]) if extra.startswith("IDX:") else ()
-        items.append(GresItem(m.group("name"), m.group("type") or "", int(m.group("count")), idx))
+        idx: tuple[int, ...] = ()
+        shares: tuple[int, ...] = ()
+        if extra.startswith("IDX:"):
+            idx = parse_index_list(extra[4:])
+        elif "/" in extra and extra[:1].isdigit():
+            shares = _share_list(text, extra)
+            idx = tuple(i for i, n in enumerate(shares) if n)
+        items.append(GresItem(m.group("name"), m.group("type") or "", int(m.group("count")),
+                              idx, shares))
     return tuple(items)
+
+
+def _share_list(text: str, extra: str) -> tuple[int, ...]:
+    """``"0/4,2/4"`` -> (0, 2): shares held on each GPU position."""
+    try:
+        return tuple(int(part.split("/", 1)[0]) for part in extra.split(","))
+    except ValueError:
+        raise InputError(f"slurm: GRES {text!r}: {extra!r} is not a list of held/total "
+                         "share counts") from None
 
 
 @lru_cache(maxsize=8192)
@@ -123,11 +149,6 @@ def _gpu_index(gres_type: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _epoch(value: Any) -> float | None:
-    """squeue times: epoch seconds; 0 means unset."""
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
 # --- nodes ----------------------------------------------------------------------------------
 
 @lru_cache(maxsize=256)
@@ -156,21 +177,22 @@ def _gpu_layout(gres: str, gpu_model: str) -> tuple[tuple[int, str, str, int], .
     return tuple(sorted(tuple(g) for g in gpus))
 
 
-def parse_nodes(sinfo: Mapping[str, Any], gpu_model: str = "V100") -> tuple[Node, ...]:
-    """``sinfo --json`` -> nodes with their configured GPUs (usage comes from the jobs).
+def parse_nodes(doc: Mapping[str, Any], gpu_model: str = "V100",
+                command: str = "node listing") -> tuple[Node, ...]:
+    """The node listing (22.05: ``sinfo --json``; 23.02+: ``scontrol --json show nodes``) ->
+    nodes with their configured GPUs (usage comes from the jobs).
 
     A GPU's index is N from its GRES type ``gN`` when typed one per GPU, else its position.
     ``gpu_model`` names GPUs whose type is only an index (``g0``); a type like ``a100`` is
     taken as the model. State is the base state, ``+flag`` for flags: ``idle+drain``.
     """
+    d = dialect(detect(doc, command))
     nodes = {}
-    for raw in sinfo.get("nodes", ()):
+    for raw in d.node_rows(doc):
         name = raw["name"]
-        flags = [str(f).lower() for f in raw.get("state_flags") or ()]
-        state = "+".join([str(raw.get("state", "unknown")).lower(), *flags])
-        features = tuple(f for f in str(raw.get("features") or "").split(",") if f)
-        nodes[name] = Node(name=name, state=state, cpus=int(raw.get("cpus") or 0),
-                           memory_mib=int(raw.get("real_memory") or 0), features=features,
+        nodes[name] = Node(name=name, state=d.node_state(raw), cpus=d.count(raw, "cpus") or 0,
+                           memory_mib=d.count(raw, "real_memory") or 0,
+                           features=d.features(raw),
                            gpus=tuple(Gpu(node=name, index=i, model=m, gres_type=t,
                                           shards_total=n) for i, m, t, n in
                                       _gpu_layout(str(raw.get("gres") or ""), gpu_model)))
@@ -183,7 +205,7 @@ def _natural(name: str) -> tuple:
 
 # --- jobs -----------------------------------------------------------------------------------
 
-def _requested(job: Mapping[str, Any]) -> tuple[int, int]:
+def _requested(job: Mapping[str, Any], num_nodes: int) -> tuple[int, int]:
     """(whole GPUs, shares) requested per node, from tres_per_node or --gpus (per job)."""
     gpus = shares = 0
     for it in parse_gres(str(job.get("tres_per_node") or "")):
@@ -194,8 +216,7 @@ def _requested(job: Mapping[str, Any]) -> tuple[int, int]:
     if not gpus:
         per_job = sum(it.count for it in parse_gres(str(job.get("tres_per_job") or ""))
                       if it.name == "gpu")
-        nodes = max(int(job.get("node_count") or 1), 1)
-        gpus = -(-per_job // nodes)
+        gpus = -(-per_job // max(num_nodes, 1))
     return gpus, shares
 
 
@@ -208,7 +229,9 @@ def _uses(node_names: tuple[str, ...], gres_detail: Iterable[str]) -> tuple[GpuU
                 continue
             if it.name == "gpu":
                 uses.extend(GpuUse(node, i) for i in it.indexes)
-            elif it.name in SHARE_GRES:   # a share count over several GPUs: split evenly
+            elif it.shares:               # 23.02+: the shares held on each GPU
+                uses.extend(GpuUse(node, i, it.shares[i]) for i in it.indexes)
+            elif it.name in SHARE_GRES:   # 22.05, a share count over several GPUs: split evenly
                 per, rest = divmod(it.count, len(it.indexes))
                 uses.extend(GpuUse(node, i, per + (1 if k < rest else 0))
                             for k, i in enumerate(it.indexes))
@@ -227,47 +250,46 @@ def _pinned(raw: Mapping[str, Any], state: str) -> tuple[tuple[str, str, int], .
                  if it.type and it.count and (it.name == "gpu" or it.name in SHARE_GRES))
 
 
-def _exit_code(status: Any) -> int | None:
-    """squeue's raw wait status -> exit code (128 + signal when killed)."""
-    if not isinstance(status, int):
-        return None
-    return 128 + (status & 0x7F) if status & 0x7F else status >> 8
-
-
-def parse_job(raw: Mapping[str, Any]) -> Job:
-    """One entry of ``squeue --json`` ``jobs``.
+def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
+    """One entry of ``squeue --json`` ``jobs``, read with the dialect of its document.
 
     ``start_s``: for a running job when it started; for a pending one Slurm's expected start
     (``--begin`` or the backfill estimate), None when unknown. ``end_s`` only once finished.
+    ``time_limit_s`` is None when unlimited.
     """
-    state = str(raw.get("job_state") or "UNKNOWN")
-    alloc = raw.get("job_resources") or {}
-    node_names = tuple(n["nodename"] for n in alloc.get("allocated_nodes") or ()) \
-        or expand_hostlist(str(raw.get("nodes") or ""))
-    gpus, shares = _requested(raw)
-    limit = raw.get("time_limit")
+    state = d.job_state(raw)
+    node_names = d.alloc_nodes(raw) or expand_hostlist(str(raw.get("nodes") or ""))
+    num_nodes = d.count(raw, "node_count") or 1
+    gpus, shares = _requested(raw, num_nodes)
+    limit_min = d.minutes(raw, "time_limit")
     comment = str(raw.get("comment") or "")
     finished = state not in ACTIVE_STATES
     reason = str(raw.get("state_reason") or "")
     return Job(
         job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
         user=str(raw.get("user_name") or ""), partition=str(raw.get("partition") or ""),
-        gpus=gpus, shards=shares, num_nodes=int(raw.get("node_count") or 1),
+        gpus=gpus, shards=shares, num_nodes=num_nodes,
         nodes=expand_hostlist(str(raw.get("nodes") or "")),
         uses=_uses(node_names, raw.get("gres_detail") or ()),
-        submit_s=_epoch(raw.get("submit_time")) or 0.0, start_s=_epoch(raw.get("start_time")),
-        end_s=_epoch(raw.get("end_time")) if finished else None,
-        time_limit_s=float(limit) * 60 if isinstance(limit, int) else None,
-        restart_count=int(raw.get("restart_cnt") or 0), comment=comment,
+        submit_s=d.epoch(raw, "submit_time") or 0.0, start_s=d.epoch(raw, "start_time"),
+        end_s=d.epoch(raw, "end_time") if finished else None,
+        time_limit_s=limit_min * 60 if limit_min is not None else None,
+        restart_count=d.count(raw, "restart_cnt") or 0, comment=comment,
         app=app_from_comment(comment), reason="" if reason == "None" else reason,
-        exit_code=_exit_code(raw.get("exit_code")) if finished else None,
-        deadline_s=_epoch(raw.get("deadline")), pinned=_pinned(raw, state))
+        exit_code=d.exit_code(raw) if finished else None,
+        deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state))
 
 
-def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False) -> tuple[Job, ...]:
-    """``squeue --json`` -> jobs (all, or only pending/running-like ones)."""
-    jobs = (parse_job(raw) for raw in squeue.get("jobs", ()))
-    return tuple(j for j in jobs if not active_only or j.state in ACTIVE_STATES)
+def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,
+               command: str = "squeue --json") -> tuple[Job, ...]:
+    """``squeue --json`` of any supported release -> jobs (all, or only pending/running-like
+    ones)."""
+    d = dialect(detect(squeue, command))
+    jobs = squeue.get("jobs")
+    if not isinstance(jobs, list):
+        raise d.fmt.error("jobs", jobs, "a list of jobs")
+    parsed = (parse_job(raw, d) for raw in jobs)
+    return tuple(j for j in parsed if not active_only or j.state in ACTIVE_STATES)
 
 
 def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:

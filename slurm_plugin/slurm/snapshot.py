@@ -1,11 +1,17 @@
 """Snapshot of the live cluster (model.Cluster) and the accounting history.
 
-Two calls: ``sinfo --json`` for nodes and ``squeue --json`` for jobs. ``squeue --json`` is the
+Two calls: ``squeue --json`` for jobs, then the node listing of that release
+(``formats``): ``sinfo --json`` on Slurm 22.05, ``scontrol --json show nodes`` on 23.02 and
+later, where ``sinfo --json`` merges nodes of one state into one row. ``squeue --json`` is the
 only source of per-job GPU indexes (``gres_detail``) short of one ``scontrol show job -d`` per
-job; it returns every job whatever ``-j``/``-t`` say (Slurm 22.05: ~236 ms and 6 MB at 2,000
-jobs), against 16 ms for ``squeue -h -o``, which has no GPU indexes. A policy needs to know which
-job holds which GPU (co-location, shards pinned by index), so the snapshot pays for the JSON once
-per decision; parsing 10,000 jobs takes well under a second (benchmarks/bench_parse.py).
+job (Slurm 22.05: ~236 ms and 6 MB at 2,000 jobs, against 16 ms for ``squeue -h -o``, which
+has no GPU indexes). A policy needs to know which job holds which GPU (co-location, shards
+pinned by index), so the snapshot pays for the JSON once per decision; parsing 10,000 jobs
+takes well under a second (benchmarks/bench_parse.py).
+
+A Slurm newer than any known here writes a data_parser version the parsers do not know: the
+command is then asked again for the newest known version (``--json=v0.0.45``), which a
+release keeps serving for a few releases.
 """
 
 from __future__ import annotations
@@ -16,23 +22,48 @@ from types import MappingProxyType
 from ..config import SiteConfig
 from ..model import Cluster
 from .cli import slurm, slurm_json
-from .parse import SACCT_FIELDS, AcctRecord, attach_jobs, parse_jobs, parse_nodes, parse_sacct
+from .formats import NEWEST, FormatError, SlurmFormat, detect
+from .parse import (ACTIVE_STATES, SACCT_FIELDS, AcctRecord, attach_jobs, parse_jobs,
+                    parse_nodes, parse_sacct)
+
+NODES_LEGACY = ("sinfo", [])                    # Slurm 22.05
+NODES_CURRENT = ("scontrol", ["show", "nodes"])  # Slurm 23.02 and later
 
 
-def build_cluster(sinfo: dict, squeue: dict, name: str, taken_s: float,
+def build_cluster(nodes_doc: dict, squeue: dict, name: str, taken_s: float,
                   gpu_model: str = "V100") -> Cluster:
     """Pure: the two JSON documents -> Cluster with GPU holders filled and active jobs only."""
     jobs = parse_jobs(squeue, active_only=True)
-    nodes = attach_jobs(parse_nodes(sinfo, gpu_model), jobs)
+    nodes = attach_jobs(parse_nodes(nodes_doc, gpu_model), jobs)
     return Cluster(nodes=nodes, jobs=MappingProxyType({j.job_id: j for j in jobs}),
                    taken_s=taken_s, name=name)
+
+
+def read_json(cmd: str, args: list[str], cfg: SiteConfig) -> tuple[dict, SlurmFormat]:
+    """``cmd --json args`` and its format; asked again as ``--json=<newest known>`` when
+    the release writes a newer version than the parsers know."""
+    command = " ".join([cmd, "--json", *args])
+    doc = slurm_json(cmd, args, cfg)
+    try:
+        return doc, detect(doc, command)
+    except FormatError:
+        doc = slurm_json(cmd, args, cfg, version=NEWEST)
+        return doc, detect(doc, f"{cmd} --json={NEWEST} {' '.join(args)}".strip())
+
+
+def read_documents(cfg: SiteConfig) -> tuple[dict, dict, SlurmFormat]:
+    """(node listing, ``squeue --json``, format): the raw inputs of a snapshot."""
+    squeue, fmt = read_json("squeue", [], cfg)
+    cmd, args = NODES_LEGACY if fmt.legacy else NODES_CURRENT
+    nodes_doc, _ = read_json(cmd, list(args), cfg)
+    return nodes_doc, squeue, fmt
 
 
 def snapshot(cfg: SiteConfig, gpu_model: str = "V100") -> Cluster:
     """Nodes (state, GPUs by index and type, who holds them) and pending/running jobs."""
     taken_s = time.time()
-    sinfo, squeue = slurm_json("sinfo", [], cfg), slurm_json("squeue", [], cfg)
-    return build_cluster(sinfo, squeue, cfg["cluster.name"], taken_s, gpu_model)
+    nodes_doc, squeue, _ = read_documents(cfg)
+    return build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s, gpu_model)
 
 
 def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None
@@ -42,3 +73,27 @@ def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None
     args = ["-P", "-X", f"--format={','.join(SACCT_FIELDS)}", f"--starttime={since}"]
     args += [f"--user={users}"] if users else ["--allusers"]
     return parse_sacct(slurm("sacct", args, cfg).stdout)
+
+
+def describe(nodes_doc: dict, squeue: dict) -> dict:
+    """Pure: what wattbatch reads from the two documents, as plain JSON (``wattctl snapshot``):
+    the Slurm release, nodes with their GPUs and holders, and every job in ``squeue``."""
+    fmt = detect(squeue, "squeue --json")
+    jobs = parse_jobs(squeue)
+    nodes = attach_jobs(parse_nodes(nodes_doc), [j for j in jobs if j.state in ACTIVE_STATES])
+    return {
+        "slurm": {"release": fmt.release, "data_parser": fmt.data_parser},
+        "nodes": [{"name": n.name, "state": n.state, "available": n.available,
+                   "gpus": [{"index": g.index, "type": g.gres_type, "model": g.model,
+                             "shards_total": g.shards_total, "shards_used": g.shards_used,
+                             "exclusive_job": g.exclusive_job, "shard_jobs": list(g.shard_jobs)}
+                            for g in n.gpus]} for n in nodes],
+        "jobs": [{"job_id": j.job_id, "name": j.name, "user": j.user, "state": j.state,
+                  "gpus": j.gpus, "shards": j.shards, "num_nodes": j.num_nodes,
+                  "nodes": list(j.nodes),
+                  "uses": [[u.node, u.index, u.shards] for u in j.uses],
+                  "submit_s": j.submit_s, "start_s": j.start_s, "end_s": j.end_s,
+                  "time_limit_s": j.time_limit_s, "exit_code": j.exit_code,
+                  "restart_count": j.restart_count, "reason": j.reason, "comment": j.comment,
+                  "pinned": [list(p) for p in j.pinned]} for j in jobs],
+    }

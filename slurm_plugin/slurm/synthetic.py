@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+META_22_05 = {"plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+              "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"}}
 # Fields squeue prints for every job that the parser ignores; kept so the JSON is realistic.
 _FILLER = {"account": "root", "admin_comment": "", "array_job_id": 0, "batch_flag": True,
            "cluster": "synthetic", "command": "/home/user/train.sh", "contiguous": False,
@@ -24,7 +26,7 @@ _FILLER = {"account": "root", "admin_comment": "", "array_job_id": 0, "batch_fla
 def sinfo_json(nodes: int = 1000, gpus_per_node: int = 8, shards_per_gpu: int = 4) -> dict:
     gres = ",".join([f"gpu:g{i}:1" for i in range(gpus_per_node)]
                     + [f"shard:g{i}:{shards_per_gpu}" for i in range(gpus_per_node)])
-    return {"meta": {}, "errors": [], "nodes": [
+    return {"meta": META_22_05, "errors": [], "nodes": [
         {"name": f"n{k:04d}", "state": "mixed", "state_flags": [], "cpus": 64,
          "real_memory": 512000, "features": "a100", "gres": gres, "partitions": ["gpu"]}
         for k in range(nodes)]}
@@ -71,4 +73,4 @@ def squeue_json(nodes: int = 1000, gpus_per_node: int = 8, jobs: int = 10000,
         out.append(_job(len(out) + 1, rng, now, job_state="PENDING", start_time=0,
                         state_reason=rng.choice(["Resources", "Priority", "BeginTime"]),
                         tres_per_node=f"gres:gpu:{rng.choice((1, 2, 4, 8))}"))
-    return {"meta": {}, "errors": [], "jobs": out[:jobs]}
+    return {"meta": META_22_05, "errors": [], "jobs": out[:jobs]}

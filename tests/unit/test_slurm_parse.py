@@ -17,7 +17,7 @@ from slurm_plugin.slurm.parse import (GresItem, app_from_comment, attach_jobs, e
                                       parse_gres, parse_index_list, parse_jobs, parse_nodes,
                                       parse_sacct, parse_scontrol_record, plain)
 from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import sinfo_json, squeue_json
+from slurm_plugin.slurm.synthetic import META_22_05, sinfo_json, squeue_json
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_app_from_comment():
 
 
 def test_untyped_gpus_and_shards_spread_by_position():
-    nodes = parse_nodes({"nodes": [{"name": "a", "state": "idle", "state_flags": ["DRAIN"],
+    nodes = parse_nodes({"meta": META_22_05, "nodes": [{"name": "a", "state": "idle", "state_flags": ["DRAIN"],
                                     "gres": "gpu:a100:2(S:0),shard:5"}]})
     assert nodes[0].state == "idle+drain" and not nodes[0].available
     assert [(g.index, g.model, g.gres_type, g.shards_total) for g in nodes[0].gpus] == \
@@ -267,5 +267,6 @@ def test_types_shared_by_several_gpus_of_a_node_pin_nothing():
 
 def test_sbatch_deadline_is_the_jobs_deadline(golden):
     raw = dict(golden["squeue"]["jobs"][0], deadline=1795260000)
-    assert parse_jobs({"jobs": [raw]})[0].deadline_s == 1795260000.0
-    assert parse_jobs({"jobs": [dict(raw, deadline=0)]})[0].deadline_s is None
+    doc = golden["squeue"]
+    assert parse_jobs(dict(doc, jobs=[raw]))[0].deadline_s == 1795260000.0
+    assert parse_jobs(dict(doc, jobs=[dict(raw, deadline=0)]))[0].deadline_s is None
