@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import proc
 from ..errors import CommandError, ConfigError
 from . import procs
-from .install import ensure_packages
+from .install import ensure_packages, slurm_daemon, slurm_version, which
 from .render import render, render_all
 from .spec import Spec
 
@@ -77,7 +77,7 @@ def _prepare(spec: Spec) -> None:
                 "influx", "reconcile"):
         spec.path(sub).mkdir(parents=True, exist_ok=True)
     for name in SLURM_PROGRAMS:
-        link, target = spec.bin_dir / name, f"/usr/sbin/{name}-wlm"
+        link, target = spec.bin_dir / name, slurm_daemon(name)
         if not link.is_symlink() or os.readlink(link) != target:
             link.unlink(missing_ok=True)
             link.symlink_to(target)
@@ -89,7 +89,10 @@ def _prepare(spec: Spec) -> None:
     if not pw_file.exists():
         pw_file.write_text(secrets.token_hex(12))
         pw_file.chmod(0o600)
-    for name, text in render_all(spec, pw_file.read_text().strip()).items():
+    files = render_all(spec, pw_file.read_text().strip(), slurm_version=slurm_version())
+    if "cgroup.conf" not in files:
+        spec.path("etc", "cgroup.conf").unlink(missing_ok=True)
+    for name, text in files.items():
         target = spec.etc / name
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
@@ -164,7 +167,10 @@ def _mariadb(spec: Spec) -> bool:
         check=False).returncode == 0, START_TIMEOUT_S, "mariadb: ping",
         [spec.log_file("mariadb")])
     pw = spec.path("etc", "db_password").read_text().strip()
-    _mysql(spec, f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{pw}';"
+    # The database exists before slurmdbd's first start (slurmdbd 26.05 cannot create it:
+    # "fatal: _check_mysql_concat_is_sane").
+    _mysql(spec, "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
+                 f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{pw}';"
                  "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
                  "GRANT ALL ON `slurm\\_%`.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;")
     return True
@@ -240,7 +246,7 @@ def _influx(spec: Spec) -> bool:
         return False
     _start(["start-stop-daemon", "--start", "--background", "--make-pidfile", "--pidfile",
             str(spec.pid_file("influxd")), "--output", str(spec.log_file("influxd")),
-            "--exec", "/usr/bin/influxd", "--", "-config", str(spec.etc / "influxdb.conf")],
+            "--exec", which("influxd") or "/usr/bin/influxd", "--", "-config", str(spec.etc / "influxdb.conf")],
            spec, "influxd", spec.pid_file("influxd"), "influxd", spec.log_file("influxd"))
     return True
 

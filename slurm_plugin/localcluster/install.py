@@ -2,29 +2,73 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 import shutil
 
 from .. import proc
+from ..errors import CommandError
 
 PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server", "influxdb")
 # A program each package provides; a missing one means the package must be installed.
-PROGRAMS = {"slurm-wlm": ("slurmctld-wlm", "slurmd-wlm", "slurmstepd-wlm", "sbatch"),
+# "a|b": either name (Debian 12 calls the Slurm daemons slurmctld-wlm etc., later releases
+# slurmctld).
+PROGRAMS = {"slurm-wlm": ("slurmctld-wlm|slurmctld", "slurmd-wlm|slurmd",
+                          "slurmstepd-wlm|slurmstepd", "sbatch"),
             "slurmdbd": ("slurmdbd",), "munge": ("munged", "mungekey"),
             "mariadb-server": ("mariadbd", "mariadb-install-db"), "influxdb": ("influxd",)}
-SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
+SBIN = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def which(names: str) -> str | None:
+    """Path of the first of ``a|b|...`` found on the system path, else None."""
+    for name in names.split("|"):
+        found = shutil.which(name, path=SBIN)
+        if found:
+            return found
+    return None
 
 
 def missing_packages() -> list[str]:
-    return [pkg for pkg, progs in PROGRAMS.items()
-            if not all(shutil.which(p, path=SBIN) for p in progs)]
+    return [pkg for pkg, progs in PROGRAMS.items() if not all(which(p) for p in progs)]
+
+
+def slurm_daemon(name: str) -> str:
+    """The binary of Slurm daemon ``name`` (slurmctld, slurmd, slurmstepd): Debian 12 installs
+    ``/usr/sbin/<name>-wlm``, later releases ``/usr/sbin/<name>``."""
+    for candidate in (f"/usr/sbin/{name}-wlm", f"/usr/sbin/{name}"):
+        if os.path.isfile(candidate):
+            return candidate
+    return f"/usr/sbin/{name}-wlm"
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) of ``slurm 24.11.5`` / ``slurm-wlm 22.05.8``."""
+    match = re.search(r"(\d+)\.(\d+)", text)
+    if not match:
+        raise ValueError(f"no Slurm version in {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+@functools.lru_cache(maxsize=None)
+def slurm_version() -> tuple[int, int]:
+    """The installed Slurm's (major, minor), from ``slurmctld -V`` (asked once)."""
+    argv = [slurm_daemon("slurmctld"), "-V"]
+    done = proc.run(argv, timeout_s=30)
+    try:
+        return parse_version(done.stdout + done.stderr)
+    except ValueError as exc:
+        raise CommandError(argv, 0, str(exc), done.stdout) from None
 
 
 def ensure_packages() -> list[str]:
     """apt-get install what is missing (never slurm-wlm-emulator); return what was installed."""
     missing = missing_packages()
     if missing:
+        slurm_version.cache_clear()
         env = {"DEBIAN_FRONTEND": "noninteractive"}
         proc.run(["apt-get", "update"], timeout_s=600, env=env)
-        proc.run(["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES],
+        proc.run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
                  timeout_s=1800, env=env)
     return missing

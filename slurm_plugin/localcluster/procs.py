@@ -105,21 +105,31 @@ def _is_stepd_of(pid: int, slurm_conf: Path) -> bool:
         return False
 
 
+def same_root(pid: int) -> bool:
+    """Whether ``pid`` sees the same ``/`` as this process (not one inside or outside a
+    chroot: a cluster in a Debian root uses the same paths as the host's)."""
+    try:
+        theirs, ours = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
 def pids_under(root: Path, slurm_conf: Path) -> list[int]:
     """Processes started from ``root`` (program or shell script under it, slurmstepd of our
-    slurmd) and their children; never this process."""
+    slurmd) and their children, all under the same ``/`` as this one; never this process."""
     prefix = str(root) + os.sep
     pids = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
     roots = set()
     for pid in pids:
         args = cmdline(pid)
-        if pid != os.getpid() and args and (
+        if pid != os.getpid() and args and same_root(pid) and (
                 args[0].startswith(prefix)
                 or (len(args) > 1 and args[1].startswith(prefix)
                     and os.path.basename(args[0]) in ("bash", "sh", "dash"))
                 or _is_stepd_of(pid, slurm_conf)):
             roots.add(pid)
-    parent = {pid: _ppid(pid) for pid in pids}
+    parent = {pid: _ppid(pid) for pid in pids if same_root(pid)}
     found = set(roots)
     changed = True
     while changed:

@@ -17,6 +17,9 @@ TEMPLATES = {
     "my.cnf": "my.cnf.j2",
     "influxdb.conf": "influxdb.conf.j2",
 }
+# Slurm 24.11 and 26.05 read cgroup.conf even with proctrack/linuxproc and task/none, and
+# slurmd stops when it finds no cgroup filesystem it can use; 22.05 needs no cgroup.conf.
+CGROUP_CONF_FROM = (24, 11)
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -41,6 +44,10 @@ def render(template: str, spec: Spec, **extra: object) -> str:
                                               node_gres=node_gres(spec), **extra)
 
 
-def render_all(spec: Spec, db_password: str) -> dict[str, str]:
-    """Every file of ``<state>/etc`` by name."""
-    return {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}
+def render_all(spec: Spec, db_password: str,
+               slurm_version: tuple[int, int] = (22, 5)) -> dict[str, str]:
+    """Every file of ``<state>/etc`` by name, for the installed Slurm's (major, minor)."""
+    files = {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}
+    if tuple(slurm_version) >= CGROUP_CONF_FROM:
+        files["cgroup.conf"] = render("cgroup.conf.j2", spec)
+    return files
