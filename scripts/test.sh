@@ -1,13 +1,52 @@
 #!/usr/bin/env bash
 # The whole test suite, real-cluster tier included: set-up, local cluster up, pytest, down.
 # Extra arguments go to pytest (e.g. scripts/test.sh -m "not cluster" for the pure tiers).
+#
+# Runs once per Slurm in ${WATTBATCH_TEST_SLURM:-system 24.11 26.05}: "system" is the host's
+# Slurm; 24.11 (Debian 13 trixie) and 26.05 (Debian sid) run this same script inside a Debian
+# root (`wattctl localcluster exec --slurm V`, built on first use), with that root's Python and
+# Slurm; on 24.11 scripts/demo.sh runs there too. Exit 0 only if every run passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
-wattctl localcluster up || { wattctl localcluster status; exit 1; }
-eval "$(wattctl localcluster env)"
-python -m pytest -p no:cacheprovider "$@"
-rc=$?
-[ "${WATTBATCH_KEEP_CLUSTER:-0}" = 1 ] || wattctl localcluster down
-exit $rc
+keep=${WATTBATCH_KEEP_CLUSTER:-0}
+
+host_run() {
+  wattctl localcluster up || { wattctl localcluster status; return 1; }
+  eval "$(wattctl localcluster env)"
+  python -m pytest -p no:cacheprovider "$@"
+  local rc=$?
+  [ "$keep" = 1 ] || wattctl localcluster down
+  return $rc
+}
+
+summary=()
+overall=0
+for release in ${WATTBATCH_TEST_SLURM:-system 24.11 26.05}; do
+  start=$SECONDS
+  if [ "$release" = system ]; then
+    (host_run "$@")
+    rc=$?
+  else
+    echo "test: Slurm $release: the whole suite inside its Debian root" >&2
+    wattctl localcluster exec --slurm "$release" -- \
+      env WATTBATCH_TEST_SLURM=system bash scripts/test.sh "$@"
+    rc=$?
+  fi
+  summary+=("slurm $release: pytest exit $rc in $((SECONDS - start)) s")
+  [ "$rc" = 0 ] || overall=1
+  if [ "$release" = 24.11 ]; then
+    start=$SECONDS
+    echo "test: Slurm $release: scripts/demo.sh inside its Debian root" >&2
+    wattctl localcluster exec --slurm "$release" -- bash scripts/demo.sh
+    rc=$?
+    summary+=("slurm $release: demo exit $rc in $((SECONDS - start)) s")
+    [ "$rc" = 0 ] || overall=1
+  fi
+  if [ "$release" != system ] && [ "$keep" != 1 ]; then
+    wattctl localcluster down --slurm "$release"
+  fi
+done
+printf '%s\n' "${summary[@]}"
+exit $overall

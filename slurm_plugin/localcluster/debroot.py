@@ -418,6 +418,37 @@ def _copy_if_changed(src: Path, dst: Path) -> bool:
     return True
 
 
+def release_valid_until(text: str) -> float | None:
+    """``Valid-Until`` of an apt Release/InRelease file as a Unix time, or None."""
+    match = re.search(r"^Valid-Until:\s*(.+)$", text, re.M)
+    if not match:
+        return None
+    from email.utils import parsedate_to_datetime
+    try:
+        return parsedate_to_datetime(match.group(1).strip()).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def allow_expired_release(root: Path, now: float | None = None) -> bool:
+    """A mirror that serves a fixed snapshot of sid serves a Release file past its
+    Valid-Until (7 days for sid), and apt in the root refuses it. When the root's own
+    (debootstrap-fetched) Release file is expired, let apt accept it. True if it was."""
+    now = time.time() if now is None else now
+    conf = root / "etc/apt/apt.conf.d/91wattbatch-snapshot"
+    for release in (root / "var/lib/apt/lists").glob("*_InRelease"):
+        until = release_valid_until(release.read_text(errors="replace"))
+        if until is not None and until < now:
+            if not conf.exists():
+                say(f"the mirror's {release.name} expired "
+                    f"{(now - until) / 86400:.0f} days ago (a snapshot): apt in "
+                    f"{root.name} accepts it")
+                conf.write_text("// the mirror serves a snapshot older than its Valid-Until\n"
+                                'Acquire::Check-Valid-Until "false";\n')
+            return True
+    return False
+
+
 def refresh_host_files(root: Path) -> None:
     """/etc/hosts, /etc/resolv.conf, the host's extra CA certificates and pip configuration,
     so name resolution and pip inside the root work as on the host."""
@@ -508,6 +539,7 @@ def prepare(release: str, checkout: Path | None = None,
     with _locked(root):
         mount(root)
         refresh_host_files(root)
+        allow_expired_release(root)
         copy_checkout(checkout or find_checkout(), root)
     return root
 
