@@ -56,7 +56,7 @@ PASS_EXACT = frozenset({"PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "TERM", "C
 PASS_PREFIXES = ("PIP_", "WATTBATCH_")
 # WATTBATCH_* that describe the host's cluster, not the root's: never passed in.
 HOST_ONLY = ("WATTBATCH_SITE_CONFIG", "WATTBATCH_LOCALCLUSTER_", "WATTBATCH_ROOTS_DIR",
-             "WATTBATCH_DEBIAN_MIRROR")
+             "WATTBATCH_DEBIAN_MIRROR", "WATTBATCH_ROOT_PORT_OFFSET")
 HOST_FILES = ("/etc/hosts", "/etc/resolv.conf")
 PIP_CONFIG = ("/etc/pip.conf", "/etc/xdg/pip", "/root/.config/pip")
 HOST_CA_DIR = "/usr/local/share/ca-certificates"
@@ -84,8 +84,19 @@ def state_dir_in_root(release: str) -> str:
     return f"{DEFAULT_STATE_DIR}-{release}"
 
 
-def ports_of(release: str) -> dict[str, int]:
-    offset = PORT_OFFSETS[release]
+def ports_of(release: str, environ: Mapping[str, str] | None = None) -> dict[str, int]:
+    """Default ports of ``release``'s cluster: the host cluster's plus the release's offset,
+    plus ``$WATTBATCH_ROOT_PORT_OFFSET`` (a second set of roots beside the first)."""
+    environ = {} if environ is None else environ
+    raw = environ.get("WATTBATCH_ROOT_PORT_OFFSET") or "0"
+    try:
+        extra = int(raw)
+    except ValueError:
+        extra = -1
+    if not 0 <= extra <= 40000:
+        raise ConfigError("$WATTBATCH_ROOT_PORT_OFFSET", "port offset", raw,
+                          "give a number between 0 and 40000")
+    offset = PORT_OFFSETS[release] + extra
     return {name: port + offset for name, port in DEFAULT_PORTS.items()}
 
 
@@ -197,7 +208,7 @@ def root_env(release: str, environ: Mapping[str, str],
     env.setdefault("LANG", "C.UTF-8")
     env["DEBIAN_FRONTEND"] = "noninteractive"
     env["WATTBATCH_LOCALCLUSTER_DIR"] = state_dir_in_root(release)
-    for name, port in ports_of(release).items():
+    for name, port in ports_of(release, environ).items():
         env[f"WATTBATCH_LOCALCLUSTER_PORT_{name.upper()}"] = str(port)
     env.update(cluster_env or {})
     return env

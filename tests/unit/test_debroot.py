@@ -122,6 +122,10 @@ def test_each_release_has_its_own_ports_and_state_dir():
         ports = _all_ports(debroot.ports_of(release))
         assert all(not ports & other for other in seen), release
         seen.append(ports)
+    shifted = debroot.ports_of("24.11", {"WATTBATCH_ROOT_PORT_OFFSET": "1000"})
+    assert shifted["slurmctld"] == DEFAULT_PORTS["slurmctld"] + 1100
+    with pytest.raises(ConfigError, match="between 0 and 40000"):
+        debroot.ports_of("24.11", {"WATTBATCH_ROOT_PORT_OFFSET": "x"})
     dirs = {debroot.state_dir_in_root(r) for r in debroot.RELEASES}
     assert len(dirs) == 2 and "/var/tmp/wattbatch-localcluster" not in dirs
 
@@ -144,7 +148,7 @@ def test_only_clean_variables_pass():
               "WATTBATCH_LOCALCLUSTER_DIR": "/var/tmp/wattbatch-localcluster",
               "SLURM_CONF": "/var/tmp/wattbatch-localcluster/etc/slurm.conf",
               "PYTHONPATH": "/host", "LD_PRELOAD": "x.so", "VIRTUAL_ENV": "/host/.venv",
-              "SOME_TOKEN": "secret"}
+              "WATTBATCH_ROOT_PORT_OFFSET": "1000", "SOME_TOKEN": "secret"}
     passed = debroot.passed_env(caller)
     assert set(passed) == {"PATH", "HOME", "LANG", "TERM", "CI", "PIP_INDEX_URL",
                            "https_proxy", "SSL_CERT_FILE", "WATTBATCH_KEEP_CLUSTER",
@@ -154,7 +158,7 @@ def test_only_clean_variables_pass():
     assert "/host/.venv/bin" not in env["PATH"]
     assert env["SLURM_CONF"] == "/in/root/slurm.conf"
     assert env["WATTBATCH_LOCALCLUSTER_DIR"] == "/var/tmp/wattbatch-localcluster-24.11"
-    assert env["WATTBATCH_LOCALCLUSTER_PORT_SLURMCTLD"] == str(DEFAULT_PORTS["slurmctld"] + 100)
+    assert env["WATTBATCH_LOCALCLUSTER_PORT_SLURMCTLD"] == str(DEFAULT_PORTS["slurmctld"] + 1100)
     assert "WATTBATCH_SITE_CONFIG" not in env and "PYTHONPATH" not in env
     assert "SOME_TOKEN" not in env and "LD_PRELOAD" not in env
     assert debroot.root_env("24.11", {})["HOME"] == "/root"
