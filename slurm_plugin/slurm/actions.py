@@ -65,11 +65,12 @@ def set_gpu_count(job_id: str, gpus: int, cfg: SiteConfig) -> None:
 
 def whole_gpu_tres(tres_per_node: str, share_gres: str, per_gpu: int) -> tuple[str, bool]:
     """``TresPerNode`` of a job asking for every ``share_gres`` unit of each GPU it shares
-    (``gres:shard:g0:2`` -> ``gres:shard:g0:4``), and whether an entry is typed. Other
-    entries are kept as they are."""
+    (``gres:shard:g0:2`` or 24.11's ``gres/shard:g0:2`` -> ``gres:shard:g0:4``), and whether
+    an entry is typed. Other entries are kept as they are. The result is written the
+    ``gres:`` way, which every supported release accepts in ``scontrol update``."""
     out, typed = [], False
     for entry in filter(None, tres_per_node.split(",")):
-        parts = entry.split(":")
+        parts = entry.replace("gres/", "gres:", 1).split(":")
         if len(parts) in (3, 4) and parts[0] == "gres" and parts[1] == share_gres:
             typed = typed or len(parts) == 4
             entry = ":".join([*parts[:-1], str(per_gpu)])
@@ -120,7 +121,12 @@ def cancel(job_id: str, cfg: SiteConfig) -> None:
     slurm("scancel", [_check_id(job_id)], cfg)
 
 
+_TRES_KEYS = ("TresPerNode", "TresPerJob", "TresPerSocket", "TresPerTask")
+
+
 def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
-    """``scontrol show job -d -o`` as {Key: Value} (scontrol has no JSON)."""
-    return parse_scontrol_record(slurm("scontrol", ["show", "job", "-d", "-o",
-                                                    _check_id(job_id)], cfg).stdout)
+    """``scontrol show job -d -o`` as {Key: Value}, GRES requests in the ``gres:`` spelling of
+    every release (24.11+ prints ``TresPerNode=gres/gpu:2``, 22.05 ``gres:gpu:2``)."""
+    record = parse_scontrol_record(slurm("scontrol", ["show", "job", "-d", "-o",
+                                                      _check_id(job_id)], cfg).stdout)
+    return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}

@@ -294,22 +294,33 @@ def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,
 
 def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
     """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations,
-    and from the typed pins of pending jobs (the GPU is theirs once they start)."""
+    and from the typed pins of pending jobs (the GPU is theirs once they start). A pin never
+    hides a job that holds the GPU now: it counts only where it could share, or the GPU is
+    free."""
     exclusive: dict[tuple[str, int], str] = {}
     shared: dict[tuple[str, int], list[tuple[str, int]]] = {}
     nodes = tuple(nodes)
     index_of = _unique_types(nodes)
+    jobs = tuple(jobs)
+    pins = []
     for job in jobs:
         if job.state == "PENDING" or job.state not in ACTIVE_STATES:
-            uses = tuple(GpuUse(node, index_of[(node, typ)], shares)
-                         for node, typ, shares in job.pinned if (node, typ) in index_of)
-        else:
-            uses = job.uses
-        for use in uses:
+            pins.extend((job.job_id, GpuUse(node, index_of[(node, typ)], shares))
+                        for node, typ, shares in job.pinned if (node, typ) in index_of)
+            continue
+        for use in job.uses:
             if use.shards:
                 shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
             else:
                 exclusive[(use.node, use.index)] = job.job_id
+    for job_id, use in pins:
+        key = (use.node, use.index)
+        if key in exclusive or (not use.shards and key in shared):
+            continue
+        if use.shards:
+            shared.setdefault(key, []).append((job_id, use.shards))
+        else:
+            exclusive[key] = job_id
     out = []
     for node in nodes:
         gpus = tuple(_holders(g, exclusive, shared) for g in node.gpus)

@@ -59,7 +59,8 @@ def sbatch(args: list[str], stdin: str | None = None, cwd: Path | None = None):
 
 
 def show(job_id: str) -> dict[str, str]:
-    """``scontrol show job`` fields; Comment, Command and paths fill their own lines."""
+    """``scontrol show job`` fields; Comment, Command and paths fill their own lines.
+    ``TresPerNode`` in the ``gres:`` spelling whatever the release (24.11+: ``gres/gpu:2``)."""
     text = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
                           check=True).stdout
     fields: dict[str, str] = {}
@@ -70,6 +71,8 @@ def show(job_id: str) -> dict[str, str]:
             continue
         for m in re.finditer(r"([\w:/]+)=(.*?)(?=\s+[\w:/]+=|$)", line.strip()):
             fields.setdefault(m.group(1), m.group(2).strip())
+    if "TresPerNode" in fields:
+        fields["TresPerNode"] = fields["TresPerNode"].replace("gres/", "gres:")
     return fields
 
 
