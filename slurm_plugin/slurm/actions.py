@@ -13,8 +13,13 @@ from typing import Mapping, Sequence
 
 from ..config import SiteConfig
 from ..errors import InputError
-from .cli import slurm
+from .cli import slurm, slurm_release
+from .formats import release_tuple
 from .parse import parse_scontrol_record
+
+# From this release on, a held job's shard request can be turned into whole GPUs
+# (``TresPerNode=gres:gpu:N``), checked on 24.11.5 and 26.05.5; 22.05 refuses it.
+GPU_FOR_SHARDS = (24, 11)
 
 
 def submit(argv: Sequence[str], script: str | None, cfg: SiteConfig) -> str:
@@ -78,20 +83,42 @@ def whole_gpu_tres(tres_per_node: str, share_gres: str, per_gpu: int) -> tuple[s
     return ",".join(out), typed
 
 
-def take_whole_gpus(job_id: str, cfg: SiteConfig) -> None:
-    """Move step 2 (``move_exclusive``): a held job that shares a GPU asks for all of the
-    shared units of one instead, so no other job can join it.
+def exclusive_gpu_tres(tres_per_node: str, share_gres: str) -> str:
+    """``TresPerNode`` asking for whole GPUs instead of shares: one ``gres:gpu`` per GPU the
+    job shared (a typed entry names one GPU; an untyped share count fits on one GPU), added to
+    any whole GPUs it already asks for. Other entries are kept."""
+    out, gpus = [], 0
+    for entry in filter(None, tres_per_node.replace("gres/", "gres:").split(",")):
+        parts = entry.split(":")
+        if len(parts) in (3, 4) and parts[0] == "gres" and parts[1] == share_gres:
+            gpus += 1
+        elif len(parts) == 3 and parts[:2] == ["gres", "gpu"] and parts[2].isdigit():
+            gpus += int(parts[2])
+        else:
+            out.append(entry)
+    return ",".join([*out, f"gres:gpu:{gpus}"]) if gpus else tres_per_node
 
-    Slurm 22.05 cannot turn a shard request into ``gres:gpu`` (nor a typed request into
-    another type: it keeps both) but replaces the count of the same name and type. With typed
-    GPUs the type names the GPU index, so the node pin is dropped and Slurm takes that index
-    on any node where it is wholly free."""
+
+def take_whole_gpus(job_id: str, cfg: SiteConfig) -> None:
+    """Move step 2 (``move_exclusive``): a held job that shares a GPU asks for GPUs no other
+    job can join.
+
+    Slurm 24.11 and later turn the shard request into whole GPUs (``gres:gpu:N``; the node pin
+    is dropped so any free GPU will do). Slurm 22.05 cannot turn a shard request into
+    ``gres:gpu`` (nor a typed request into another type: it keeps both) but replaces the
+    count of the same name and type: there the job asks for every share of the GPUs it
+    shares. With typed GPUs the type names the GPU index, so the node pin is dropped and
+    Slurm takes that index on any node where it is wholly free."""
     jid = _check_id(job_id)
     tres = show_job(jid, cfg).get("TresPerNode", "")
-    new, typed = whole_gpu_tres(tres, cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"])
+    share = cfg["slurm.share_gres"]
+    if release_tuple(slurm_release(cfg)) >= GPU_FOR_SHARDS:
+        new, unpin = exclusive_gpu_tres(tres, share), True
+    else:
+        new, unpin = whole_gpu_tres(tres, share, cfg["slurm.shards_per_gpu"])
     if new != tres:
-        _scontrol(["update", f"jobid={jid}", f"TresPerNode={new}", *(["NodeList="] if typed
-                                                                     else [])], cfg)
+        _scontrol(["update", f"jobid={jid}", f"TresPerNode={new}",
+                   *(["NodeList="] if unpin else [])], cfg)
 
 
 def release(job_id: str, cfg: SiteConfig) -> None:

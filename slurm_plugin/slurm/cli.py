@@ -55,6 +55,22 @@ def slurm_json(cmd: str, args: Sequence[str], cfg: SiteConfig,
     return data
 
 
+_RELEASES: dict[tuple[str, str], str] = {}
+
+
+def slurm_release(cfg: SiteConfig) -> str:
+    """The release of the Slurm commands in use (``scontrol -V``: ``slurm 24.11.5``), asked
+    once per process and command set; it needs no controller."""
+    key = (cfg["slurm.bin_dir"], cfg["slurm.conf"])
+    if key not in _RELEASES:
+        out = slurm("scontrol", ["-V"], cfg).stdout.split()
+        if len(out) < 2 or not out[1][:1].isdigit():
+            raise CommandError(["scontrol", "-V"], 0, f"printed {' '.join(out)!r}, expected "
+                               "'slurm RELEASE'")
+        _RELEASES[key] = out[1]
+    return _RELEASES[key]
+
+
 def _hint(cfg: SiteConfig) -> str:
     conf = cfg["slurm.conf"] or os.environ.get("SLURM_CONF", "the default slurm.conf")
     return (f"slurm: the Slurm controller is not reachable (slurm.conf {conf}, set by "

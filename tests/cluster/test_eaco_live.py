@@ -22,6 +22,9 @@ from cluster_waits import wait_job
 from slurm_plugin.history import FILE_NAME, History
 from slurm_plugin.model import Job
 from slurm_plugin.proc import run
+from slurm_plugin.slurm.actions import GPU_FOR_SHARDS
+from slurm_plugin.slurm.cli import slurm_release
+from slurm_plugin.slurm.formats import release_tuple
 from slurm_plugin.slurm.snapshot import snapshot
 from slurm_plugin.telemetry.influx import InfluxClient, quote_str
 from slurm_plugin.telemetry.readers import latest_progress
@@ -165,8 +168,10 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
     before = steps()[moved]
 
     after = wait_job(cfg, moved, lambda j: j.running and j.restart_count == 1, timeout_s=60)
-    # exclusive: every shard of one GPU (Slurm 22.05 cannot turn shards into gres:gpu)
-    assert [u.shards for u in after.uses] == [cfg["slurm.shards_per_gpu"]]
+    # exclusive: a whole GPU on 24.11+; on 22.05, which cannot turn shards into gres:gpu,
+    # every shard of one GPU
+    whole = release_tuple(slurm_release(cfg)) >= GPU_FOR_SHARDS
+    assert [u.shards for u in after.uses] == [0 if whole else cfg["slurm.shards_per_gpu"]]
     now = snapshot(cfg)
     node, index = next(iter(gpus_of(after)))
     assert list(now.node(node).gpus[index].job_ids) == [moved]

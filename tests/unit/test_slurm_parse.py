@@ -168,6 +168,16 @@ def test_whole_gpu_tres_asks_for_every_shard_of_the_same_gpus():
         ("gres:shard:g1:4,gres/gpu:1", True)
 
 
+def test_exclusive_gpu_tres_turns_shares_into_whole_gpus():
+    from slurm_plugin.slurm.actions import exclusive_gpu_tres
+    assert exclusive_gpu_tres("gres/shard:g1:2", "shard") == "gres:gpu:1"
+    assert exclusive_gpu_tres("gres:shard:3", "shard") == "gres:gpu:1"
+    assert exclusive_gpu_tres("gres/shard:g0:1,gres/shard:g2:1", "shard") == "gres:gpu:2"
+    assert exclusive_gpu_tres("gres/mps:50,gres/gpu:1", "mps") == "gres:gpu:2"
+    assert exclusive_gpu_tres("gres/gpu:2", "shard") == "gres:gpu:2"
+    assert exclusive_gpu_tres("", "shard") == ""
+
+
 def test_pending_job_pinned_to_a_typed_gpu_holds_it_in_the_snapshot(golden):
     squeue = json.loads(json.dumps(golden["squeue"]))
     base = next(j for j in squeue["jobs"] if j["job_state"] in ("PENDING", ["PENDING"]))
