@@ -1,7 +1,7 @@
 """Parse time of one snapshot on a synthetic cluster (default 1,000 nodes x 8 GPUs, 10,000
-jobs in ``squeue --json`` format): JSON decoding, parsing, attaching jobs to GPUs.
+jobs in the JSON of one Slurm release): JSON decoding, parsing, attaching jobs to GPUs.
 
-    python benchmarks/bench_parse.py [--nodes 1000] [--gpus 8] [--jobs 10000] [--repeat 3]
+    python benchmarks/bench_parse.py [--release 24.11] [--nodes 1000] [--gpus 8] [--jobs 10000]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import statistics
 import time
 
 from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import sinfo_json, squeue_json
+from slurm_plugin.slurm.synthetic import RELEASES, documents
 
 
 def main() -> None:
@@ -21,9 +21,10 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--release", default="22.05", choices=sorted(RELEASES))
     args = ap.parse_args()
-    sinfo_text = json.dumps(sinfo_json(args.nodes, args.gpus))
-    squeue_text = json.dumps(squeue_json(args.nodes, args.gpus, args.jobs))
+    nodes_doc, squeue = documents(args.release, args.nodes, args.gpus, args.jobs)
+    sinfo_text, squeue_text = json.dumps(nodes_doc), json.dumps(squeue)
     decode, parse = [], []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -34,7 +35,7 @@ def main() -> None:
         decode.append(t1 - t0)
         parse.append(t2 - t1)
     busy = sum(1 for n in cluster.nodes for g in n.gpus if not g.is_free)
-    print(f"synthetic snapshot: {args.nodes} nodes x {args.gpus} GPUs, {args.jobs} jobs "
+    print(f"synthetic snapshot (Slurm {args.release} JSON): {args.nodes} nodes x {args.gpus} GPUs, {args.jobs} jobs "
           f"({len(squeue_text) / 1e6:.1f} MB squeue JSON); {len(cluster.jobs)} active jobs, "
           f"{busy} GPUs busy")
     print(f"json decode: median {statistics.median(decode) * 1000:.0f} ms")

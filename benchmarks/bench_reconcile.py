@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/bench_reconcile.py [--policy slurm-default,eaco] [--live N] [--json]
 
-The synthetic snapshot is 1,000 nodes x 8 GPUs and 10,000 jobs in ``squeue --json`` form; one
-"pass" is JSON decode + parse into a Cluster + ``policy.reconcile`` (dry run, no Slurm command).
+The synthetic snapshot is 1,000 nodes x 8 GPUs and 10,000 jobs in the JSON of each Slurm
+release (``--release 22.05,24.11,26.05``: node listing + ``squeue --json``); one "pass" is JSON
+decode + parse into a Cluster + ``policy.reconcile`` (dry run, no Slurm command).
 The live part runs ``wattctl reconcile --dry-run`` N times against $SLURM_CONF /
 $WATTBATCH_SITE_CONFIG (the local cluster) and reports the median wall time of the pass.
 """
@@ -23,7 +24,7 @@ from slurm_plugin.policy import get_policy
 from slurm_plugin.proc import run
 from slurm_plugin.reconcile import reconcile_pass
 from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import sinfo_json, squeue_json
+from slurm_plugin.slurm.synthetic import documents
 
 
 class NoActuator:
@@ -31,7 +32,8 @@ class NoActuator:
         raise AssertionError(f"dry run called {name}")
 
 
-def synthetic_pass(policy_name: str, sinfo_text: str, squeue_text: str, repeat: int) -> dict:
+def synthetic_pass(policy_name: str, release: str, sinfo_text: str, squeue_text: str,
+                   repeat: int) -> dict:
     policy = get_policy(policy_name)
     times, parse_times, policy_times = [], [], []
     for _ in range(repeat):
@@ -51,7 +53,7 @@ def synthetic_pass(policy_name: str, sinfo_text: str, squeue_text: str, repeat: 
             times.append(time.perf_counter() - t0)
             parse_times.append(holder["parse_s"])
             policy_times.append(res.policy_s)
-    return {"policy": policy_name, "pass_s": statistics.median(times),
+    return {"policy": policy_name, "release": release, "pass_s": statistics.median(times),
             "parse_s": statistics.median(parse_times),
             "policy_s": statistics.median(policy_times), "jobs": res.jobs_seen,
             "nodes": res.nodes_seen, "actions": len(res.outcomes)}
@@ -72,21 +74,26 @@ def live_passes(n: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--policy", default="slurm-default,eaco")
+    ap.add_argument("--release", default="22.05,24.11,26.05",
+                    help="Slurm releases whose JSON shape the synthetic snapshot takes")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--live", type=int, default=10, help="live passes (0: skip)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    sinfo_text = json.dumps(sinfo_json(nodes=1000, gpus_per_node=8))
-    squeue_text = json.dumps(squeue_json(nodes=1000, gpus_per_node=8, jobs=10000))
-    out = {"synthetic": [synthetic_pass(p, sinfo_text, squeue_text, args.repeat)
-                         for p in args.policy.split(",")]}
+    out: dict = {"synthetic": []}
+    for release in args.release.split(","):
+        nodes_doc, squeue = documents(release, nodes=1000, gpus_per_node=8, jobs=10000)
+        nodes_text, squeue_text = json.dumps(nodes_doc), json.dumps(squeue)
+        out["synthetic"] += [synthetic_pass(p, release, nodes_text, squeue_text, args.repeat)
+                             for p in args.policy.split(",")]
     if args.live:
         out["live"] = live_passes(args.live)
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
     for r in out["synthetic"]:
-        print(f"synthetic 1000x8 GPUs, {r['jobs']} jobs, {r['policy']}: pass "
+        print(f"synthetic 1000x8 GPUs, {r['jobs']} jobs, Slurm {r['release']} JSON, "
+              f"{r['policy']}: pass "
               f"{r['pass_s'] * 1000:.0f} ms (parse {r['parse_s'] * 1000:.0f} ms, policy "
               f"{r['policy_s'] * 1000:.0f} ms), {r['actions']} actions")
     if "live" in out:

@@ -82,26 +82,22 @@ class Current(Legacy):
     """Slurm 23.02+ (data_parser v0.0.42 and later): ``{set, infinite, number}`` numbers,
     state lists, exit code objects, ``job_resources.nodes.allocation``."""
 
-    def _number(self, raw: Mapping[str, Any], key: str) -> tuple[int | float | None, bool]:
-        """(number or None when unset, infinite)."""
-        value = raw.get(key)
-        if value is None:
-            return None, False
-        if type(value) is int or type(value) is float:
-            return value, False
-        if isinstance(value, dict) and "set" in value:
-            if value.get("infinite"):
-                return None, True
-            number = value.get("number")
-            if not value["set"]:
-                return None, False
-            if type(number) is int or type(number) is float:
-                return number, False
-        raise self.fmt.error(_where(raw, key), value, "{set, infinite, number}")
-
     def _int(self, raw: Mapping[str, Any], key: str) -> int | None:
-        number, _ = self._number(raw, key)
-        return None if number is None else int(number)
+        """A ``{set, infinite, number}`` value (or a plain number): None when unset or
+        infinite (an unlimited time limit)."""
+        value = raw.get(key)
+        if type(value) is dict:
+            if value.get("set") and not value.get("infinite"):
+                number = value.get("number")
+                if type(number) is int or type(number) is float:
+                    return int(number)
+            elif "set" in value:
+                return None
+        elif value is None:
+            return None
+        elif type(value) is int or type(value) is float:
+            return int(value)
+        raise self.fmt.error(_where(raw, key), value, "{set, infinite, number}")
 
     def job_state(self, raw: Mapping[str, Any]) -> str:
         names = raw.get("job_state")
@@ -125,9 +121,9 @@ class Current(Legacy):
                                  "{status: [...], return_code: {...}, signal: {...}}")
         status = value["status"]
         if "SIGNALED" in status or "CORE_DUMPED" in status:
-            signal = value.get("signal") or {}
-            number, _ = self._number(signal, "id") if isinstance(signal, dict) else (None, 0)
-            return 128 + int(number) if number else None
+            signal = value.get("signal")
+            number = self._int(signal, "id") if isinstance(signal, dict) else None
+            return 128 + number if number else None
         if "SUCCESS" in status or "ERROR" in status:
             return self._int(value, "return_code")
         return None     # PENDING, INVALID: no exit code yet

@@ -17,7 +17,7 @@ from slurm_plugin.slurm.parse import (GresItem, app_from_comment, attach_jobs, e
                                       parse_gres, parse_index_list, parse_jobs, parse_nodes,
                                       parse_sacct, parse_scontrol_record, plain)
 from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import META_22_05, sinfo_json, squeue_json
+from slurm_plugin.slurm.synthetic import META_22_05, documents, sinfo_json, squeue_json
 
 
 @pytest.fixture(scope="module", params=("22.05", "24.11", "26.05"))
@@ -84,6 +84,13 @@ def test_untyped_gpus_and_shards_spread_by_position():
 def test_sacct_without_fields_is_rejected():
     with pytest.raises(InputError, match="ExitCode"):
         parse_sacct("JobID|State\n1|FAILED\n")
+
+
+def test_synthetic_documents_of_each_release_give_one_model():
+    models = {r: plain(build_cluster(*documents(r, 20, 8, 300), "s", 0.0))
+              for r in ("22.05", "24.11", "26.05")}
+    assert models["22.05"]["jobs"] and models["22.05"] == models["24.11"] == models["26.05"]
+    assert documents("24.11", 2, 8, 10)[1]["meta"]["plugin"]["data_parser"].endswith("v0.0.42")
 
 
 def test_synthetic_snapshot_is_consistent():
