@@ -130,11 +130,12 @@ def test_each_release_has_its_own_ports_and_state_dir():
     assert len(dirs) == 2 and "/var/tmp/wattbatch-localcluster" not in dirs
 
 
-def test_root_env_resolves_to_the_release_ports():
+def test_root_env_resolves_to_the_release_ports(tmp_path):
     env = debroot.root_env("26.05", {})
-    spec = resolve(environ=env)
-    assert spec.ports == debroot.ports_of("26.05")
-    assert str(spec.state_dir) == "/var/tmp/wattbatch-localcluster-26.05"
+    assert env["WATTBATCH_LOCALCLUSTER_DIR"] == "/var/tmp/wattbatch-localcluster-26.05"
+    # a fresh state dir (a saved cluster.json there would win over the environment)
+    spec = resolve(environ={**env, "WATTBATCH_LOCALCLUSTER_DIR": str(tmp_path)})
+    assert spec.ports == debroot.ports_of("26.05") != dict(DEFAULT_PORTS)
 
 
 # --- environment -----------------------------------------------------------------------------
