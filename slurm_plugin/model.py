@@ -170,6 +170,17 @@ class JobRequest:
 
 
 @record
+class Resident:
+    """A job on a GPU at a reading: shares held (0: the whole GPU), its own utilisation of
+    the GPU (None when the source cannot tell) and its workload class ("" unknown)."""
+
+    job_id: str
+    shares: int = 0
+    util_pct: float | None = None
+    app: str = ""
+
+
+@record
 class GpuReading:
     node: str
     index: int
@@ -179,6 +190,7 @@ class GpuReading:
     mem_used_mib: float
     power_limit_w: float
     taken_s: float
+    residents: tuple[Resident, ...] = ()   # jobs on the GPU, where the source knows them
 
 
 @record

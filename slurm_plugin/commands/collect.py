@@ -8,9 +8,21 @@ import click
 
 from .. import config
 from ..node.collector import collect_once, run_loop
+from ..node.ledger import CachedIntensity, Ledger
 from ..node.source import make_source, node_name
 from ..record import asdict
 from ..telemetry.influx import InfluxClient
+
+
+def _ledger(cfg, client: InfluxClient) -> Ledger:
+    """The per-job energy ledger of this node, with CO2 from the site's carbon zone."""
+    from ..physics import idle_power_w
+    from ..telemetry.carbon import provider_from_config
+
+    warn = lambda m: click.echo(f"wattbatch collector: warning: {m}", err=True)  # noqa: E731
+    model = cfg["node.gpu_model"]
+    return Ledger(cfg["node.state_dir"], idle_power_w(model), model,
+                  CachedIntensity(provider_from_config(cfg, client), warn=warn))
 
 
 @click.command("collect")
@@ -33,14 +45,16 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
     cfg = config.load()
     gpu_source = make_source(source or cfg["node.gpu_source"], node or node_name(), cfg)
     client = InfluxClient.from_config(cfg)
+    ledger = _ledger(cfg, client)
     if once:
-        readings = collect_once(gpu_source, client, cfg["cluster.name"])
+        readings = collect_once(gpu_source, client, cfg["cluster.name"], ledger)
         if as_json:
             click.echo(json.dumps([asdict(r) for r in readings]))
         for r in [] if as_json else readings:
             click.echo(f"{r.node} gpu{r.index}: {r.power_w:.1f} W, {r.energy_j:.0f} J, "
                        f"{r.util_pct:.0f}%, {r.mem_used_mib:.0f} MiB, cap {r.power_limit_w:.0f} W")
         return
-    failures = run_loop(gpu_source, client, cfg["cluster.name"], interval_s, iterations=count)
+    failures = run_loop(gpu_source, client, cfg["cluster.name"], interval_s, iterations=count,
+                        ledger=ledger)
     if failures:
         raise click.ClickException(f"{failures} of {count} samples failed (see warnings above)")

@@ -96,7 +96,8 @@ def _prepare(spec: Spec) -> None:
         target = spec.etc / name
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
-        target.chmod(0o600 if name == "slurmdbd.conf" else 0o644)
+        target.chmod(0o600 if name == "slurmdbd.conf" else 0o755 if name.endswith(".sh")
+                     else 0o644)
     spec.save()
 
 

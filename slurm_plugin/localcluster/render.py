@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import sys
 from pathlib import Path
 
 import jinja2
@@ -44,10 +45,16 @@ def render(template: str, spec: Spec, **extra: object) -> str:
                                               node_gres=node_gres(spec), **extra)
 
 
+HOOKS = ("prolog", "epilog")     # wattbatch's node hooks: etc/prolog.sh, etc/epilog.sh
+
+
 def render_all(spec: Spec, db_password: str,
                slurm_version: tuple[int, int] = (22, 5)) -> dict[str, str]:
     """Every file of ``<state>/etc`` by name, for the installed Slurm's (major, minor)."""
     files = {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}
+    for hook in HOOKS:     # run by slurmd with this Python and this checkout's package
+        files[f"{hook}.sh"] = render("hook.sh.j2", spec, hook=hook, python=sys.executable,
+                                     pythonpath=str(Path(__file__).resolve().parents[2]))
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files

@@ -14,6 +14,8 @@ from ..errors import TelemetryError
 from ..model import GpuReading
 from ..telemetry.influx import InfluxClient
 from ..telemetry.lineproto import Point
+from . import spool
+from .ledger import Ledger
 from .source import GpuSource
 
 MEASUREMENT = "gpu"
@@ -26,16 +28,22 @@ def gpu_point(r: GpuReading, cluster: str) -> Point:
                   "power_limit_w": float(r.power_limit_w)}, r.taken_s)
 
 
-def collect_once(source: GpuSource, client: InfluxClient, cluster: str) -> list[GpuReading]:
-    """Read every GPU once and write the points; returns the readings."""
+def collect_once(source: GpuSource, client: InfluxClient, cluster: str,
+                 ledger: Ledger | None = None) -> list[GpuReading]:
+    """Read every GPU once, charge the energy to the jobs on them (``ledger``) and write the
+    points; returns the readings. The ledger is kept even when InfluxDB is down."""
     readings = source.read()
+    if ledger is not None:
+        ledger.update(readings)
     client.write(gpu_point(r, cluster) for r in readings)
+    if ledger is not None:
+        spool.flush(ledger.state_dir, client)     # job records an epilog could not send
     return readings
 
 
 def run_loop(source: GpuSource, client: InfluxClient, cluster: str, interval_s: float, *,
              iterations: int | None = None, sleep: Callable[[float], None] = time.sleep,
-             clock: Callable[[], float] = time.monotonic) -> int:
+             clock: Callable[[], float] = time.monotonic, ledger: Ledger | None = None) -> int:
     """Collect every ``interval_s`` on a fixed grid (``iterations`` times, or forever).
 
     A failed sample (InfluxDB down, an NVML error) is reported on stderr and the loop goes
@@ -43,7 +51,7 @@ def run_loop(source: GpuSource, client: InfluxClient, cluster: str, interval_s: 
     failures, k, start = 0, 0, clock()
     while iterations is None or k < iterations:
         try:
-            collect_once(source, client, cluster)
+            collect_once(source, client, cluster, ledger)
         except TelemetryError as exc:
             failures += 1
             print(f"wattbatch collector: warning: {exc}", file=sys.stderr, flush=True)

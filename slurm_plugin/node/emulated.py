@@ -14,10 +14,11 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..errors import InputError
-from ..model import Cluster, Gpu, GpuReading, Job
+from ..record import record
+from ..model import EMPTY_MAP, Cluster, Gpu, GpuReading, Job, Resident
 from ..physics import (group_slowdowns, idle_power_w, job_class, max_power_w, shared_gpu_power_w,
                        shared_gpu_util)
 
@@ -35,20 +36,44 @@ def _class(job: Job):
         return job_class(DEFAULT_APP)
 
 
-def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> tuple[float, float, float, dict[str, float]]:
-    """(util_pct, power_w, mem_used_mib, {job_id: slowdown}) of one GPU from its resident jobs."""
+@record
+class GpuState:
+    """One emulated GPU now: what NVML would read, each resident job's slowdown, and each
+    job's true power (idle split evenly, its own dynamic power): the truth the energy split
+    is measured against."""
+
+    util_pct: float
+    power_w: float
+    mem_used_mib: float
+    slowdown: Mapping[str, float]
+    residents: tuple[Resident, ...]
+    job_power_w: Mapping[str, float]
+
+
+def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
     resident = [jobs[j] for j in gpu.job_ids if j in jobs and jobs[j].running]
+    idle = idle_power_w(gpu.model)
     if not resident:
-        return 0.0, idle_power_w(gpu.model), 0.0, {}
+        return GpuState(0.0, idle, 0.0, EMPTY_MAP, (), EMPTY_MAP)
     classes = [_class(j) for j in resident]
     n_gpus = [max(1, len(j.uses)) for j in resident]
     slow = group_slowdowns([c.name for c in classes])
     rates = [1 / s for s in slow]
+    utils = [c.util_at(n) * r for c, n, r in zip(classes, n_gpus, rates)]
     util = shared_gpu_util([c.util_at(n) for c, n in zip(classes, n_gpus)], rates)
+    if sum(utils) > util:                  # a saturated GPU: the jobs' readings add up to it
+        utils = [u * util / sum(utils) for u in utils]
+    dynamic = [c.dynamic_power_at(n, gpu.model) * r for c, n, r in zip(classes, n_gpus, rates)]
     power = shared_gpu_power_w([c.dynamic_power_at(n, gpu.model) for c, n in zip(classes, n_gpus)],
                                rates, model=gpu.model)
+    scale = (power - idle) / sum(dynamic) if sum(dynamic) > 0 else 0.0   # the board's cap
     mem = float(min(gpu.memory_mib, sum(c.memory_mib for c in classes)))
-    return util, power, mem, {j.job_id: s for j, s in zip(resident, slow)}
+    held = [next((u.shards for u in j.uses if (u.node, u.index) == gpu.key), 0)
+            for j in resident]
+    return GpuState(
+        util, power, mem, {j.job_id: s for j, s in zip(resident, slow)},
+        tuple(Resident(j.job_id, h, u, j.app) for j, h, u in zip(resident, held, utils)),
+        {j.job_id: idle / len(resident) + d * scale for j, d in zip(resident, dynamic)})
 
 
 class EmulatedSource:
@@ -81,21 +106,45 @@ class EmulatedSource:
         wanted = None if self.nodes == "all" else set(self.nodes.split(","))
         gpus = [g for n in cluster.nodes if wanted is None or n.name in wanted for g in n.gpus]
         now_s = self._clock()
-        energy = self._load()            # "node:index" -> [t_s, power_w, energy_j]
+        energy = self._load()   # "node:index" -> [t_s, power_w, energy_j, {job: power_w}]
+        truth = self._load_truth()
         jobs = dict(cluster.jobs)
         out = []
         for gpu in gpus:
-            util, power, mem, slow = gpu_state(gpu, jobs)
+            st = gpu_state(gpu, jobs)
             key = f"{gpu.node}:{gpu.index}"
-            t0, p0, e0 = energy.get(key, [now_s, power, 0.0])
-            e = e0 + max(0.0, now_s - t0) * (p0 + power) / 2
-            energy[key] = [now_s, power, e]
-            for job_id, s in slow.items():
+            t0, p0, e0, jp0 = (energy.get(key, []) + [now_s, st.power_w, 0.0, {}][
+                len(energy.get(key, [])):])
+            dt = max(0.0, now_s - t0)
+            e = e0 + dt * (p0 + st.power_w) / 2
+            for job_id in set(jp0) | set(st.job_power_w):   # the counter's rule, per job
+                was, now = jp0.get(job_id, 0.0), st.job_power_w.get(job_id, 0.0)
+                truth[job_id] = truth.get(job_id, 0.0) + dt * (was + now) / 2
+            energy[key] = [now_s, st.power_w, e, dict(st.job_power_w)]
+            for job_id, s in st.slowdown.items():
                 path = slowdown_path(self.state_dir, job_id)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(f"{s:.4f}\n")
-            out.append(GpuReading(node=gpu.node, index=gpu.index, power_w=power, energy_j=e,
-                                  util_pct=util, mem_used_mib=mem,
-                                  power_limit_w=max_power_w(gpu.model), taken_s=now_s))
+            out.append(GpuReading(node=gpu.node, index=gpu.index, power_w=st.power_w, energy_j=e,
+                                  util_pct=st.util_pct, mem_used_mib=st.mem_used_mib,
+                                  power_limit_w=max_power_w(gpu.model), taken_s=now_s,
+                                  residents=st.residents))
         self._save(energy)
+        self._save_truth(truth)
         return out
+
+    # --- the true split, for benchmarks/bench_energy_split.py -----------------------------
+    @property
+    def truth_file(self) -> Path:
+        return self.state_dir / "emulated" / "true_job_energy.json"
+
+    def _load_truth(self) -> dict[str, float]:
+        try:
+            return json.loads(self.truth_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _save_truth(self, truth: dict[str, float]) -> None:
+        tmp = self.truth_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(truth))
+        tmp.replace(self.truth_file)

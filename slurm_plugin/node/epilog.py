@@ -1,8 +1,11 @@
-"""Slurm epilog (node side): write the job's GPU energy and CO2 to InfluxDB.
+"""Slurm epilog (node side): report the job's GPU energy and CO2.
 
-``job_energy,job_id=..,user=..,cluster=..,node=.. energy_j=..,co2_g=..,duration_s=..,gpus=..``
-with CO2 from the mean grid carbon intensity over the job's run (``carbon.zone``; left out
-when no intensity is known). Never fails the job: problems are one line on stderr, exit 0.
+Closes the job's ledger (kept by the collector; ``ledger``), writes one ``job_energy`` point
+per node to InfluxDB and the summary ``wb:energy_j=..;co2_g=..;shared_gpu_s=..;split=..`` into
+the job's AdminComment, which ``sacct -o AdminComment`` shows and users cannot set (any other
+text there is kept). Without a ledger entry it falls back to the prolog's energy counters. If
+InfluxDB is down the point waits in ``<node.state_dir>/spool/`` and the next collector pass
+sends it. Never fails the job: problems are one line on stderr, exit 0.
 """
 
 from __future__ import annotations
@@ -12,27 +15,60 @@ import time
 from typing import Mapping
 
 from .. import config
+from ..errors import CommandError, TelemetryError
 from ..telemetry.carbon import provider_from_config
 from ..telemetry.influx import InfluxClient
-from .jobenergy import JobEnergy, finish, forget, job_gpus, run_hook
+from . import ledger, spool
+from .jobenergy import JobEnergy, finish, forget, from_ledger, run_hook, state_path
 from .source import make_source, node_name
 
 
 def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
-    """Finish the job named by ``SLURM_JOB_ID``; None for a job without GPUs."""
+    """Report the job named by ``SLURM_JOB_ID`` on this node; None when it used no GPU."""
     job_id = environ.get("SLURM_JOB_ID", "")
-    if not job_gpus(environ):
-        return None
     cfg = config.load(environ=environ)
+    state_dir, node, now_s = cfg["node.state_dir"], node_name(), time.time()
     client = InfluxClient.from_config(cfg)
-    node = node_name()
-    source = make_source(cfg["node.gpu_source"], node, cfg)
-    result = finish(source, node, job_id, cfg["node.state_dir"], time.time(),
-                    provider_from_config(cfg, client))
-    user = environ.get("SLURM_JOB_USER", "") or environ.get("USER", "")
-    client.write([result.point(user, cfg["cluster.name"])])
-    forget(cfg["node.state_dir"], job_id)
+    carbon = provider_from_config(cfg, client)
+    entry = ledger.close(state_dir, job_id)
+    mine = (entry.get("nodes") or {}).get(node)
+    if mine:
+        result = from_ledger(job_id, node, {**mine, "app": entry.get("app", "")}, now_s, carbon)
+    elif state_path(state_dir, job_id).exists():
+        source = make_source(cfg["node.gpu_source"], node, cfg)
+        result = finish(source, node, job_id, state_dir, now_s, carbon)
+        print(f"wattbatch epilog: job {job_id}: no collector ledger on {node}; energy from the "
+              "GPU counters since the prolog (a shared GPU is charged in full)", file=sys.stderr)
+    else:
+        return None
+    forget(state_dir, job_id)
+    point = result.point(environ.get("SLURM_JOB_USER", "") or environ.get("USER", ""),
+                         cfg["cluster.name"], environ.get("SLURM_JOB_ACCOUNT", ""),
+                         environ.get("SLURM_JOB_PARTITION", ""))
+    try:
+        client.write([point])
+    except TelemetryError as exc:
+        spool.keep(state_dir, f"{job_id}-{node}", [point])
+        print(f"wattbatch epilog: job {job_id}: InfluxDB: {exc}; kept for the collector",
+              file=sys.stderr)
+    _admin_comment(cfg, job_id, result.summary())
     return result
+
+
+def _admin_comment(cfg: config.SiteConfig, job_id: str, summary: str) -> None:
+    """Put ``summary`` into the job's AdminComment in the accounting database (the job has
+    ended for slurmctld by now, so ``sacctmgr modify job``), replacing an earlier ``wb:``
+    summary and keeping anything else there. Users cannot set AdminComment."""
+    from ..slurm.cli import slurm
+
+    try:
+        old = slurm("sacct", ["-n", "-X", "-P", "-o", "AdminComment", "-j", job_id],
+                    cfg).stdout.strip()
+        kept = [p for p in old.split(" ") if p and not p.startswith("wb:")]
+        slurm("sacctmgr", ["-i", "modify", "job", "where", f"jobid={job_id}", "set",
+                           f"AdminComment={' '.join([*kept, summary])}"], cfg)
+    except CommandError as exc:
+        print(f"wattbatch epilog: job {job_id}: AdminComment not set: {exc}", file=sys.stderr)
 
 
 def main() -> int:

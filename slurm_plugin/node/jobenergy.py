@@ -1,8 +1,10 @@
-"""A job's GPU energy on one node: the prolog records each GPU's energy counter, the epilog
-takes the difference and writes ``job_energy,job_id=..,user=..,node=.. energy_j=..,co2_g=..``.
+"""A job's GPU energy on one node, as the epilog reports it.
 
-A GPU shared by several jobs (shards, MPS) is charged in full to each of them: splitting a
-shared GPU's energy between its jobs is the co-location policy's business.
+The node collector charges every GPU's energy to the jobs on it as it goes (``ledger``), a
+shared GPU's split between its jobs (``split``). The epilog closes the job's ledger and writes
+``job_energy`` (see ``JobEnergy.point``). Where the ledger has nothing for the job (no collector
+ran), the prolog's record of the job's GPU energy counters at its start is the fallback: the
+counters' difference, which is right for GPUs the job held alone (``split=counters``).
 """
 
 from __future__ import annotations
@@ -67,14 +69,59 @@ class JobEnergy:
     energy_j: float
     co2_g: float | None
     gco2_per_kwh: float | None
+    idle_j: float = 0.0
+    gpu_s: float = 0.0
+    shared_gpu_s: float = 0.0
+    split: str = "counters"       # exclusive, util-solo, util-class, util, shards, counters
+    app: str = ""
 
-    def point(self, user: str, cluster: str) -> Point:
-        fields: dict[str, float | int] = {"energy_j": self.energy_j, "gpus": len(self.gpus),
-                                          "duration_s": self.end_s - self.start_s}
+    def point(self, user: str, cluster: str, account: str = "", partition: str = "") -> Point:
+        fields: dict[str, float | int | str] = {
+            "energy_j": self.energy_j, "gpus": len(self.gpus),
+            "duration_s": self.end_s - self.start_s, "idle_j": self.idle_j,
+            "gpu_s": self.gpu_s, "shared_gpu_s": self.shared_gpu_s, "split": self.split}
         if self.co2_g is not None:
             fields["co2_g"] = self.co2_g
-        return Point(MEASUREMENT, {"job_id": self.job_id, "user": user, "cluster": cluster,
-                                   "node": self.node}, fields, self.end_s)
+        return Point(MEASUREMENT, {"job_id": self.job_id, "user": user, "account": account,
+                                   "partition": partition, "cluster": cluster,
+                                   "node": self.node, "app": self.app}, fields, self.end_s)
+
+    def summary(self) -> str:
+        """The ``wb:`` summary kept in the job's AdminComment (``sacct -o AdminComment``)."""
+        parts = [f"energy_j={self.energy_j:.0f}"]
+        if self.co2_g is not None:
+            parts.append(f"co2_g={self.co2_g:.1f}")
+        parts += [f"shared_gpu_s={self.shared_gpu_s:.0f}", f"split={self.split}"]
+        return "wb:" + ";".join(parts)
+
+
+def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
+                carbon: CarbonProvider | None = None) -> JobEnergy:
+    """The job's figures on ``node`` from its ledger entry: what the collector charged it,
+    pass by pass (so the shares of a GPU add up to its counter; a job's first and last
+    collector interval are its error, one interval over its run time). CO2 over the part of
+    the energy charged while no intensity was known is estimated at the run's mean
+    intensity."""
+    energy = float(entry.get("energy_j", 0.0))
+    start = float(entry.get("first_s", end_s))
+    co2, covered = entry.get("co2_g"), float(entry.get("co2_energy_j", 0.0))
+    intensity = None
+    if co2 is not None and covered > 0:
+        intensity = float(co2) / covered * J_PER_KWH
+    elif carbon is not None:
+        try:
+            intensity = mean_intensity(carbon, start, end_s)
+        except TelemetryError as exc:
+            print(f"wattbatch epilog: warning: no carbon intensity: {exc}", file=sys.stderr)
+    co2_g = (float(co2 or 0.0) + (energy - covered) / J_PER_KWH * intensity
+             if intensity is not None else None)
+    methods = entry.get("method_j") or {}
+    split = max(methods, key=methods.get) if methods else "exclusive"
+    return JobEnergy(job_id, node, tuple(entry.get("gpus", ())), start, end_s, energy, co2_g,
+                     intensity, idle_j=float(entry.get("idle_j", 0.0)),
+                     gpu_s=float(entry.get("gpu_s", 0.0)),
+                     shared_gpu_s=float(entry.get("shared_gpu_s", 0.0)), split=split,
+                     app=str(entry.get("app", "")))
 
 
 def mean_intensity(carbon: CarbonProvider, start_s: float, end_s: float) -> float | None:
@@ -106,7 +153,7 @@ def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLi
         intensity = None
     co2 = energy / J_PER_KWH * intensity if intensity is not None else None
     return JobEnergy(job_id, node, tuple(sorted(start)), float(state["start_s"]), now_s,
-                     energy, co2, intensity)
+                     energy, co2, intensity, gpu_s=(now_s - float(state["start_s"])) * len(start))
 
 
 def run_hook(hook: str, body: Callable[[Mapping[str, str]], object]) -> int:

@@ -16,13 +16,26 @@ from .jobenergy import job_gpus, record_start, run_hook
 from .source import make_source, node_name
 
 
+def allocated_gpus(cfg: config.SiteConfig, job_id: str, node: str) -> tuple[int, ...]:
+    """The GPU indexes a job holds on ``node`` from its allocation in Slurm (``squeue
+    --json`` ``gres_detail``, read by the version-tolerant snapshot). Slurm sets no
+    ``SLURM_JOB_GPUS`` for shard and MPS jobs (22.05), and the allocation is the one source
+    that names their GPU on every release."""
+    from ..slurm.snapshot import snapshot
+
+    job = snapshot(cfg).jobs.get(job_id)
+    return tuple(sorted({u.index for u in job.uses if u.node == node})) if job else ()
+
+
 def prolog(environ: Mapping[str, str]) -> str:
     """Record the start energy of the job named by ``SLURM_JOB_ID``; returns what it did."""
     job_id = environ.get("SLURM_JOB_ID", "")
+    cfg = config.load(environ=environ)
     gpus = job_gpus(environ)
+    if not gpus and environ.get("SLURM_JOB_GRES") not in (None, "", "(null)"):
+        gpus = allocated_gpus(cfg, job_id, node_name())     # shard / MPS jobs
     if not gpus:
         return f"job {job_id}: no GPUs, nothing to record"
-    cfg = config.load(environ=environ)
     source = make_source(cfg["node.gpu_source"], node_name(), cfg)
     record_start(source, job_id, gpus, cfg["node.state_dir"], time.time())
     return f"job {job_id}: recorded start energy of GPUs {list(gpus)}"

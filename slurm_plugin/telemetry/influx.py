@@ -119,13 +119,14 @@ class InfluxClient:
         for point in points:
             batch.append(point.to_line())
             if len(batch) >= self.batch_size:
-                sent += self._write_lines(batch)
+                sent += self.write_lines(batch)
                 batch = []
         if batch:
-            sent += self._write_lines(batch)
+            sent += self.write_lines(batch)
         return sent
 
-    def _write_lines(self, lines: list[str]) -> int:
+    def write_lines(self, lines: list[str]) -> int:
+        """Send line-protocol lines as they are (one request)."""
         body = ("\n".join(lines) + "\n").encode()
         self._request("POST", "/write", {"db": self.database, "precision": "ns"}, body)
         return len(lines)

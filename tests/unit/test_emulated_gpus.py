@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node
@@ -14,19 +16,25 @@ def job(jid: str, app: str, node: str = "gpu1", index: int = 0, shards: int = 0)
 
 
 def test_idle_gpu_draws_idle_power():
-    util, power, mem, slow = gpu_state(Gpu("gpu1", 0), {})
-    assert (util, mem, slow) == (0.0, 0.0, {}) and power == idle_power_w("V100")
+    st = gpu_state(Gpu("gpu1", 0), {})
+    assert (st.util_pct, st.mem_used_mib, dict(st.slowdown), st.residents) == (0.0, 0.0, {}, ())
+    assert st.power_w == idle_power_w("V100")
 
 
 def test_shared_gpu_draws_less_than_two_gpus_and_slows_both():
     a, b = job("1", "lstm", shards=2), job("2", "lstm", shards=2)
     shared = Gpu("gpu1", 0, shard_jobs=("1", "2"), shards_total=4, shards_used=4)
-    util, power, _, slow = gpu_state(shared, {"1": a, "2": b})
+    st = gpu_state(shared, {"1": a, "2": b})
+    util, power, slow = st.util_pct, st.power_w, st.slowdown
     solo = job_class("lstm").power_at(1)
     assert power < 2 * solo                 # one GPU, not two
     assert power > solo * 0.9               # but busier than one job alone
     assert slow["1"] > 1.05 and slow["2"] > 1.05
     assert util <= 100.0
+    # each job's own reading and true power; the true powers add up to the GPU's
+    assert [(r.job_id, r.shares) for r in st.residents] == [("1", 2), ("2", 2)]
+    assert sum(r.util_pct for r in st.residents) == pytest.approx(util)
+    assert sum(st.job_power_w.values()) == pytest.approx(power)
 
 
 def test_source_integrates_energy_and_writes_slowdowns(tmp_path):
@@ -42,3 +50,6 @@ def test_source_integrates_energy_and_writes_slowdowns(tmp_path):
     assert second[1].energy_j == pytest.approx(10.0 * idle_power_w("V100"))
     assert second[0].energy_j == pytest.approx(10.0 * second[0].power_w)
     assert float(slowdown_path(tmp_path, "1").read_text()) > 1.0
+    truth = json.loads(src.truth_file.read_text())
+    assert truth["1"] + truth["2"] == pytest.approx(second[0].energy_j)
+    assert truth["1"] > truth["2"]           # lstm draws more than vgg16 (143 W vs 130 W)

@@ -89,7 +89,9 @@ def test_prolog_and_epilog_never_fail_the_job(monkeypatch, capsys):
     from slurm_plugin.node import epilog, prolog
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("SLURM_JOB_GPUS", "zero")         # unparseable: an InputError inside
-    assert prolog.main() == 0 and epilog.main() == 0
+    assert prolog.main() == 0
+    monkeypatch.setenv("SLURM_JOB_ID", "42; rm -rf /")    # not a job id: an InputError inside
+    assert epilog.main() == 0
     err = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0] for line in err] == ["wattbatch prolog", "wattbatch epilog"]
-    assert all("SLURM_JOB_GPUS = 'zero'" in line for line in err)
+    assert "SLURM_JOB_GPUS = 'zero'" in err[0] and "'42; rm -rf /'" in err[1]
