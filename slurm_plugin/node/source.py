@@ -13,8 +13,8 @@ import time
 from typing import Any, Callable, Protocol
 
 from ..errors import ConfigError, TelemetryError
-from ..model import GpuReading
-from ..telemetry.nvml import Nvml
+from ..model import GpuReading, Resident
+from ..telemetry.nvml import Nvml, job_of_pid
 
 
 class GpuSource(Protocol):
@@ -34,10 +34,12 @@ class NvmlSource:
     integrated from power between reads of this source."""
 
     def __init__(self, node: str, nvml: Nvml | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 job_of: Callable[[int], str | None] = job_of_pid) -> None:
         self.node = node
         self.nvml = nvml or Nvml()
-        self._clock = clock
+        self._clock, self._job_of = clock, job_of
+        self._seen_us: dict[int, int] = {}
         self._integrated: dict[int, tuple[float, float, float]] = {}  # index -> (t, power, energy)
 
     def _energy_j(self, index: int, power_w: float, now_s: float) -> float:
@@ -49,6 +51,18 @@ class NvmlSource:
             self._integrated[index] = (now_s, power_w, energy)
             return energy
 
+    def residents(self, index: int) -> tuple[Resident, ...]:
+        """The Slurm jobs with a process on the GPU and each one's SM utilisation since the
+        last read (NVML per-process samples; processes of no job are left out)."""
+        util = self.nvml.process_util_pct(index, self._seen_us.get(index, 0))
+        self._seen_us[index] = int(self._clock() * 1e6) - 1_000_000   # overlap one second
+        per_job: dict[str, float] = {}
+        for pid in set(self.nvml.compute_pids(index)) | set(util):
+            job = self._job_of(pid)
+            if job is not None:
+                per_job[job] = per_job.get(job, 0.0) + util.get(pid, 0.0)
+        return tuple(Resident(job, 0, u) for job, u in sorted(per_job.items()))
+
     def read(self) -> list[GpuReading]:
         out = []
         for i in range(self.nvml.count()):
@@ -58,7 +72,8 @@ class NvmlSource:
                                   energy_j=self._energy_j(i, power, now_s),
                                   util_pct=self.nvml.util_pct(i),
                                   mem_used_mib=self.nvml.mem_used_mib(i),
-                                  power_limit_w=self.nvml.power_limit_w(i), taken_s=now_s))
+                                  power_limit_w=self.nvml.power_limit_w(i), taken_s=now_s,
+                                  residents=self.residents(i)))
         return out
 
 

@@ -98,6 +98,26 @@ class Nvml:
                         self._handle(index))
         return mw / 1000.0
 
+    def compute_pids(self, index: int) -> tuple[int, ...]:
+        """Processes with a CUDA context on the GPU (MPS clients show as the MPS server)."""
+        procs = self._call("running compute processes", index,
+                           self._nv.nvmlDeviceGetComputeRunningProcesses, self._handle(index))
+        return tuple(sorted({int(p.pid) for p in procs}))
+
+    def process_util_pct(self, index: int, since_us: int = 0) -> dict[int, float]:
+        """Mean SM utilisation of each process on the GPU over NVML's samples newer than
+        ``since_us`` (NVML's microsecond clock); {} when NVML holds no sample yet."""
+        try:
+            samples = self._nv.nvmlDeviceGetProcessUtilization(self._handle(index), since_us)
+        except self._nv.NVMLError as exc:
+            if getattr(exc, "value", None) == getattr(self._nv, "NVML_ERROR_NOT_FOUND", -1):
+                return {}
+            raise TelemetryError(f"nvml: process utilization on GPU {index}: {exc}") from None
+        per_pid: dict[int, list[float]] = {}
+        for smp in samples:
+            per_pid.setdefault(int(smp.pid), []).append(float(smp.smUtil))
+        return {pid: sum(v) / len(v) for pid, v in per_pid.items()}
+
     def power_limit_range_w(self, index: int) -> tuple[float, float]:
         lo, hi = self._call("power limit constraints", index,
                             self._nv.nvmlDeviceGetPowerManagementLimitConstraints,
@@ -112,6 +132,26 @@ class Nvml:
                              f"the GPU's range {lo:g}-{hi:g} W")
         self._call("set power limit", index, self._nv.nvmlDeviceSetPowerManagementLimit,
                    self._handle(index), int(round(power_w * 1000)))
+
+
+def job_of_pid(pid: int, proc_root: str | os.PathLike = "/proc") -> str | None:
+    """The Slurm job a process belongs to: ``SLURM_JOB_ID`` in its environment (readable by
+    root, who runs the collector), else the ``job_<id>`` of its cgroup path; None if neither."""
+    base = Path(proc_root) / str(pid)
+    try:
+        for item in (base / "environ").read_bytes().split(b"\0"):
+            if item.startswith(b"SLURM_JOB_ID="):
+                return item[13:].decode("ascii", "replace") or None
+    except OSError:
+        pass
+    try:
+        for line in (base / "cgroup").read_text(errors="replace").splitlines():
+            for part in line.split("/"):
+                if part.startswith("job_") and part[4:].isdigit():
+                    return part[4:]
+    except OSError:
+        pass
+    return None
 
 
 def mps_daemon_running(proc_root: str | os.PathLike = "/proc") -> bool:

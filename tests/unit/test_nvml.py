@@ -89,3 +89,72 @@ def test_mps_daemon_is_found_by_program_name(tmp_path):
     assert mps_daemon_running(tmp_path)
     (tmp_path / "77" / "cmdline").write_bytes(b"nvidia-cuda-mps-server\0")
     assert not mps_daemon_running(tmp_path)
+
+
+# --- per-process utilisation and jobs (a scripted NVML; runs everywhere) ---------------------
+
+class FakeNv:
+    """The few pynvml calls the wrapper makes, scripted."""
+
+    NVML_ERROR_NOT_FOUND = 6
+
+    class NVMLError(Exception):
+        def __init__(self, value):
+            super().__init__(f"NVML error {value}")
+            self.value = value
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since_us):
+        if not self.samples:
+            raise self.NVMLError(self.NVML_ERROR_NOT_FOUND)
+        return self.samples
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        from types import SimpleNamespace
+        return [SimpleNamespace(pid=p) for p in (11, 12, 13)]
+
+
+def scripted_nvml(samples):
+    from types import SimpleNamespace
+    nv = Nvml.__new__(Nvml)
+    nv._nv, nv._handles = FakeNv([SimpleNamespace(pid=p, smUtil=u) for p, u in samples]), {}
+    return nv
+
+
+def test_process_utilisation_is_averaged_per_process():
+    nv = scripted_nvml([(11, 40), (11, 60), (12, 5)])
+    assert nv.process_util_pct(0) == {11: 50.0, 12: 5.0}
+    assert scripted_nvml([]).process_util_pct(0) == {}      # no sample yet: not an error
+
+
+def test_job_of_pid_from_environment_or_cgroup(tmp_path):
+    from slurm_plugin.telemetry.nvml import job_of_pid
+    (tmp_path / "11").mkdir()
+    (tmp_path / "11" / "environ").write_bytes(b"PATH=/bin\0SLURM_JOB_ID=77\0")
+    (tmp_path / "12").mkdir()
+    (tmp_path / "12" / "cgroup").write_text("0::/system.slice/slurmstepd.scope/job_78/step_0\n")
+    assert [job_of_pid(p, tmp_path) for p in (11, 12, 13)] == ["77", "78", None]
+
+
+def test_nvml_source_names_the_jobs_on_each_gpu():
+    from slurm_plugin.model import Resident
+    from slurm_plugin.node.source import NvmlSource
+
+    class Gpus:
+        def count(self): return 1
+        def power_w(self, i): return 150.0
+        def energy_j(self, i): return 1e6
+        def util_pct(self, i): return 70.0
+        def mem_used_mib(self, i): return 1000.0
+        def power_limit_w(self, i): return 300.0
+        def compute_pids(self, i): return (11, 12, 13)
+        def process_util_pct(self, i, since_us): return {11: 30.0, 12: 20.0, 13: 15.0}
+
+    jobs = {11: "5", 12: "5", 13: None}          # 13: a process of no Slurm job
+    (reading,) = NvmlSource("n1", Gpus(), clock=lambda: 100.0, job_of=jobs.get).read()
+    assert reading.residents == (Resident("5", 0, 50.0),)
