@@ -111,3 +111,27 @@ def test_counter_reset_and_long_gaps_charge_nobody(tmp_path):
         book.update([GpuReading("n", 0, 100.0, e, 50.0, 0.0, 300.0, t, res)])
     node = json.loads(ledger.job_file(tmp_path, "1").read_text())["nodes"]["n"]
     assert node["energy_j"] == 1000.0 and node["gpu_s"] == 10.0
+
+
+def test_points_kept_while_influxdb_is_down_are_sent_by_a_later_pass(tmp_path):
+    from slurm_plugin.errors import TelemetryError
+    from slurm_plugin.node import spool
+    from slurm_plugin.telemetry.lineproto import Point
+
+    class Influx:
+        def __init__(self):
+            self.up, self.lines = False, []
+
+        def write_lines(self, lines):
+            if not self.up:
+                raise TelemetryError("influx: connection refused")
+            self.lines += lines
+            return len(lines)
+
+    point = Point("job_energy", {"job_id": "7", "node": "n1"}, {"energy_j": 5.0}, 10.0)
+    spool.keep(tmp_path, "7-n1", [point])
+    influx = Influx()
+    assert spool.flush(tmp_path, influx) == 0 and list((tmp_path / "spool").glob("*.lp"))
+    influx.up = True
+    assert spool.flush(tmp_path, influx) == 1 and influx.lines == [point.to_line()]
+    assert not list((tmp_path / "spool").glob("*.lp"))
