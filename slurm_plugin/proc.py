@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 from .errors import CommandError
 from .record import record
@@ -56,6 +57,20 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
     return done
+
+
+def stream(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = None,
+           stdout_to_stderr: bool = False) -> int:
+    """Run ``argv`` with its output going to this process's own (not captured: a long command
+    whose progress a person watches); return its exit code. ``env`` replaces the environment.
+    ``stdout_to_stderr`` sends its stdout to stderr (and gives it no stdin)."""
+    argv = [str(a) for a in argv]
+    try:
+        return subprocess.run(argv, env=dict(env) if env is not None else None, check=False,
+                              stdout=sys.stderr if stdout_to_stderr else None,
+                              stdin=subprocess.DEVNULL if stdout_to_stderr else None).returncode
+    except FileNotFoundError as exc:
+        raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
 
 
 def start(argv: list[str] | tuple[str, ...], *, log_path: str, env: dict[str, str] | None = None,

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -578,18 +577,6 @@ def is_mounted(root: Path) -> bool:
     return f"{root}/proc" in current_mounts()
 
 
-def stream(argv: list[str], env: Mapping[str, str] | None = None,
-           stdout_to_stderr: bool = False) -> int:
-    """Run ``argv`` with its output streamed (not captured); return its exit code.
-    The one place this module runs a command without ``proc.run``, which captures."""
-    try:
-        return subprocess.run(argv, env=dict(env) if env is not None else None, check=False,
-                              stdout=sys.stderr if stdout_to_stderr else None,
-                              stdin=subprocess.DEVNULL if stdout_to_stderr else None).returncode
-    except FileNotFoundError as exc:
-        raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
-
-
 def run_in_root(release: str, argv: list[str], environ: Mapping[str, str] | None = None,
                 root: Path | None = None, stdout_to_stderr: bool = False) -> int:
     """Run ``argv`` inside the (prepared) root in /opt/wattbatch/src with a clean
@@ -597,5 +584,5 @@ def run_in_root(release: str, argv: list[str], environ: Mapping[str, str] | None
     environ = os.environ if environ is None else environ
     root = root or root_path(release, environ)
     env = root_env(release, environ, cluster_env(release, root))
-    return stream(chroot_argv(root, env, argv), env={"PATH": SYSTEM_PATH},
+    return proc.stream(chroot_argv(root, env, argv), env={"PATH": SYSTEM_PATH},
                   stdout_to_stderr=stdout_to_stderr)

@@ -10,12 +10,11 @@ import pytest
 
 from slurm_plugin import config
 from slurm_plugin.errors import CommandError, InputError
-from slurm_plugin.model import GpuUse
 from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.cli import slurm, slurm_json
 from slurm_plugin.slurm.parse import (GresItem, app_from_comment, attach_jobs, expand_hostlist,
                                       parse_gres, parse_index_list, parse_jobs, parse_nodes,
-                                      parse_sacct, parse_scontrol_record, plain)
+                                      parse_sacct, plain)
 from slurm_plugin.slurm.snapshot import build_cluster
 from slurm_plugin.slurm.synthetic import META_22_05, documents, sinfo_json, squeue_json
 
