@@ -23,3 +23,16 @@ def _config_cache_in_a_temporary_dir(tmp_path_factory):
     patch.setenv("WATTBATCH_CACHE_DIR", str(tmp_path_factory.mktemp("config-cache")))
     yield
     patch.undo()
+
+
+@pytest.fixture()
+def utc(monkeypatch):
+    """Local time in UTC for the duration of a test (sacct prints local time; the golden
+    files were recorded in UTC)."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()

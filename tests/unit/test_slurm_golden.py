@@ -45,16 +45,6 @@ def rec(request, golden_dir):
     return Recording(golden_dir / "slurm" / request.param)
 
 
-@pytest.fixture()
-def utc(monkeypatch):
-    """sacct prints local time; the golden files were recorded in UTC."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 # --- golden equality ------------------------------------------------------------------------
 
 def test_jobs_match_golden(rec):

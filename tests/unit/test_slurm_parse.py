@@ -26,16 +26,6 @@ def golden(request, golden_dir):
             "squeue": json.loads((d / "squeue.json").read_text())}
 
 
-@pytest.fixture()
-def utc(monkeypatch):
-    """Local time in UTC for the duration of a test."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 # --- pieces ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, items", [
