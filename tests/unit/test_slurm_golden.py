@@ -8,7 +8,6 @@ every release must give the *same* model of that workload: the normalisation is 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
