@@ -18,6 +18,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("simulate", "simulate"),
     ("reconcile", "reconcile"),
     ("snapshot", "snapshot"),
+    ("history", "history"),
 ]
 
 
