@@ -19,6 +19,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("reconcile", "reconcile"),
     ("snapshot", "snapshot"),
     ("history", "history"),
+    ("report", "report"),
 ]
 
 
