@@ -41,6 +41,8 @@ def parse_time_s(text: str, now_s: float, option: str = "--since") -> float:
         m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:t(\d{1,2}):(\d{2})(?::(\d{2}))?)?", t)
         if m:
             y, mo, d, h, mi, s = (int(g or 0) for g in m.groups())
+            if not (1 <= mo <= 12 and 1 <= d <= 31 and h < 24 and mi < 60 and s < 60):
+                raise ValueError
             return _local(y, mo, d, h, mi, s)
         m = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", t)
         if m:
