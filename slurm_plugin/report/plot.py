@@ -50,16 +50,18 @@ def plot_daily(daily: dict, intensity: Sequence[tuple[float, float]], zone: str,
             twin.set_ylabel(f"gCO2eq/kWh ({zone})")
             twin.set_ylim(bottom=0)
             if ax is axes[0]:
-                twin.legend(loc="upper right", fontsize=8)
+                twin.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+                            frameon=False)
     handles, labels = axes[0].get_legend_handles_labels()
-    axes[0].legend(handles[::-1], labels[::-1], title="account (stacked)", loc="upper left",
-                   fontsize=8)
+    axes[0].legend(handles, labels, title=None, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+                   ncol=min(6, max(1, len(labels))), fontsize=8, frameon=False)
+    axes[1].xaxis.set_major_locator(mdates.DayLocator(interval=max(1, len(days) // 14)))
     axes[1].xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     axes[1].set_xlabel("day (UTC)")
     if not intensity:
         axes[0].text(0.5, 0.95, f"no carbon intensity stored for zone {zone}",
                      transform=axes[0].transAxes, ha="center", va="top", fontsize=9)
-    fig.suptitle(title)
+    fig.suptitle(title + "\nbars stacked by account (legend left to right = bottom to top); line: grid carbon intensity")
     fig.autofmt_xdate()
     fig.tight_layout()
     try:
