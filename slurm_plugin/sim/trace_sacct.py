@@ -5,7 +5,7 @@
 
 It yields the same ``TraceJob`` rows as ``trace.read_trace`` (absolute submit times, run time
 from ``Elapsed``, GPUs from ``AllocTRES``, ``app=`` from the comment), and a ``SacctSummary``
-that counts every row it did not replay and says why: no GPUs, still running or pending,
+that counts every row it did not replay and says why: no GPUs, still running, pending,
 cancelled before start, never started, ran zero seconds. Nothing is dropped silently.
 
 ``sacct -P`` does not escape ``|`` inside a value. Only JobName and Comment are free text, so a
@@ -38,8 +38,8 @@ FREE_TEXT = ("JobName", "Comment")
 SACCT_ARGS = ("-a", "-X", "-P", "-o", ",".join(FIELDS))
 
 # why a row is not replayed -> what the summary calls it
-SKIP_REASONS = ("no_gpus", "still_running", "cancelled_before_start", "never_started",
-                "zero_runtime")
+SKIP_REASONS = ("no_gpus", "still_running", "pending", "cancelled_before_start",
+                "never_started", "zero_runtime")
 _NOT_ENDED = ("RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "RESIZING", "REQUEUE_HOLD",
               "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "COMPLETING", "CONFIGURING")
 _UNSET = ("Unknown", "None", "")
@@ -219,7 +219,8 @@ def read_sacct_lines(lines: Iterable[str], path: str, *, shards_per_gpu: int = 4
         if gpus == 0 and shares == 0:
             summary.skip("no_gpus", job_id)
         elif state in _NOT_ENDED or (started and row["End"] in _UNSET):
-            summary.skip("still_running" if started else "never_started", job_id)
+            summary.skip("still_running" if started else
+                         "pending" if state == "PENDING" else "never_started", job_id)
         elif not started:
             summary.skip("cancelled_before_start" if state == "CANCELLED" else "never_started",
                          job_id)

@@ -76,7 +76,8 @@ def test_export_and_replay_the_clusters_own_history(localcluster, tmp_path):
     summary = results[0]["sacct"]
     assert summary["rows"] == 7 and summary["replayed"] == 4 and summary["from_shards"] == 1
     assert summary["rows_with_bar"] == 1
-    assert summary["skipped"] == {"no_gpus": 1, "still_running": 1, "cancelled_before_start": 1,
+    assert summary["skipped"] == {"no_gpus": 1, "still_running": 1, "pending": 0,
+                               "cancelled_before_start": 1,
                                   "never_started": 0, "zero_runtime": 0}
     assert summary["skipped_job_ids"]["cancelled_before_start"] == [ids["waiting"]]
     assert summary["skipped_job_ids"]["still_running"] == [ids["running"]]

@@ -48,7 +48,8 @@ def test_golden_export(golden_dir, utc):
     assert got == want
     # what the workload held, said outright
     assert [j.job_id for j in jobs] == ["1", "2", "3", "8"]
-    assert summary.skipped == {"no_gpus": 1, "still_running": 1, "cancelled_before_start": 2,
+    assert summary.skipped == {"no_gpus": 1, "still_running": 1, "pending": 0,
+                               "cancelled_before_start": 2,
                                "never_started": 0, "zero_runtime": 1}
     assert summary.rows == 9 and summary.rows_with_bar == 2 and summary.from_shards == 1
     assert jobs[0].app == "resnet18" and jobs[1].num_gpus == 2 and jobs[1].app == "lstm"
@@ -120,3 +121,25 @@ def test_stream_is_read_as_stdin(utc):
     text = "\n".join([HEADER, ROW.format(id=3, name="a", comment="")]) + "\n"
     jobs, summary = read_sacct(io.StringIO(text))
     assert summary.path == "<stdin>" and jobs[0].job_id == "3"
+
+
+@pytest.mark.parametrize("state,start,end,nodes,alloc,reason", [
+    ("PENDING", "Unknown", "Unknown", "None assigned", "", "pending"),
+    ("RUNNING", "2026-11-23T07:12:51", "Unknown", "gpu1", None, "still_running"),
+    ("SUSPENDED", "2026-11-23T07:12:51", "Unknown", "gpu1", None, "still_running"),
+    ("CANCELLED by 0", "None", "2026-11-23T07:13:01", "None assigned", "", "cancelled_before_start"),
+    ("NODE_FAIL", "None", "2026-11-23T07:13:01", "None assigned", "", "never_started"),
+    ("FAILED", "2026-11-23T07:12:51", "2026-11-23T07:12:51", "gpu1", None, "zero_runtime"),
+])
+def test_rows_not_replayed_are_counted_by_reason(state, start, end, nodes, alloc, reason):
+    row = ROW.format(id=1, name="j", comment="").split("|")
+    row[6], row[7], row[10], row[14] = start, end, state, nodes
+    if alloc is not None:
+        row[13] = alloc
+    if reason == "zero_runtime":
+        row[8] = "00:00:00"
+    keep = ROW.format(id=2, name="k", comment="")
+    jobs, summary = _read("|".join(row), keep)
+    assert [j.job_id for j in jobs] == ["2"]
+    assert {k: v for k, v in summary.skipped.items() if v} == {reason: 1}
+    assert summary.examples == {reason: ["1"]}
