@@ -69,9 +69,11 @@ def counterfactual(r: EnergyRecord, others: Iterable[EnergyRecord], default_app:
     return Counterfactual(energy, co2, slowdown, app)
 
 
-def key_of(r: EnergyRecord, by: str) -> str:
+def key_of(r: EnergyRecord, by: str, clusters: int = 1) -> str:
+    """The group of a record; a job id is prefixed ``cluster/`` when records of several
+    clusters are reported together (job ids repeat across clusters)."""
     if by == "job":
-        return r.job_id
+        return f"{r.cluster}/{r.job_id}" if clusters > 1 else r.job_id
     return getattr(r, by) or "(none)"
 
 
@@ -122,11 +124,12 @@ def report(records: Sequence[EnergyRecord], by: str, default_app: str = "vgg16",
         raise ValueError(f"by must be one of {GROUPS}, not {by!r}")
     job_class(default_app)
     peers = co_runners(records)
+    clusters = len({r.cluster for r in records})
     groups: dict[str, _Sum] = {}
     total = _Sum(set())
     for i, r in enumerate(records):
         cf = counterfactual(r, (records[j] for j in peers.get(i, ())), default_app, gpu_model)
-        groups.setdefault(key_of(r, by), _Sum(set())).add(r, cf)
+        groups.setdefault(key_of(r, by, clusters), _Sum(set())).add(r, cf)
         total.add(r, cf)
     rows = sorted((s.row(k) for k, s in groups.items()), key=lambda x: (-x["energy_kwh"], x["key"]))
     return {"by": by, "default_app": default_app, "gpu_model": gpu_model, "rows": rows,

@@ -135,6 +135,8 @@ def test_report_groups_and_totals():
     assert [r["key"] for r in report(rs, "job")["rows"]] == ["1", "2", "3"]   # ties by key
     with pytest.raises(InputError, match="not a known job class"):
         report(rs, "user", default_app="nope")
+    two = [rec("1", cluster="a"), rec("1", cluster="b")]
+    assert [r["key"] for r in report(two, "job")["rows"]] == ["a/1", "b/1"]
 
 
 # --- per day, table, plot -------------------------------------------------------------------
