@@ -3,7 +3,7 @@
 Three days up to ``end_s``: hourly GB carbon intensity, 4 nodes x 4 GPUs of ``gpu`` readings
 every 10 minutes over the last 6 hours, ``job_energy`` points of 30 jobs (three accounts and
 users, two partitions, exclusive jobs, pairs sharing a GPU, a two-node job, jobs with no app and
-one with no co2_g) and ``reconcile_action`` points, and ``job_progress`` of two running jobs. ``expected`` says what each holds.
+one with no co2_g) and ``reconcile_action`` points (from ``outcome_points``), and ``job_progress`` of two running jobs. ``expected`` says what each holds.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from slurm_plugin.telemetry.actions import outcome_points
 from slurm_plugin.telemetry.lineproto import Point
 
 ACCOUNTS = ("physics", "bio", "cs")
@@ -96,16 +97,16 @@ def build(end_s: float) -> Data:
             fields = {k: v for k, v in r.items() if k not in tags and k != "time"}
             fields["gpus"] = int(fields["gpus"])
             d.points.append(Point("job_energy", {k: r[k] for k in tags}, fields, r["time"]))
-    for k, (kind, status) in enumerate((("resize", "done"), ("defer", "done"),
-                                        ("move_exclusive", "failed"), ("defer", "dry-run"),
-                                        ("resize", "done"))):
-        a = {"kind": kind, "status": status, "policy": "eaco", "cluster": CLUSTER,
-             "job_id": str(101 + k), "gpus": 2, "detail": "" if status != "failed" else
-             "requeue_hold: exit 1", "why": f"test action {k}", "count": 1,
-             "time": end_s - 3600 * (k + 1)}
-        d.actions.append(a)
-        d.points.append(Point("reconcile_action",
-                              {t: a[t] for t in ("kind", "status", "policy", "cluster")},
-                              {f: a[f] for f in ("job_id", "gpus", "detail", "why", "count")},
-                              a["time"]))
+    # reconcile outcomes, made into points as reconcile would (two in one pass, same tags)
+    passes = [[("resize", "done", "101"), ("resize", "done", "102")], [("defer", "done", "103")],
+              [("move_exclusive", "failed", "104")], [("defer", "dry-run", "105")]]
+    for k, outcomes in enumerate(passes):
+        t = end_s - 3600 * (k + 1)
+        dicts = [{"kind": kind, "status": status, "policy": "eaco", "job_id": job_id,
+                  "gpus": 2, "why": f"test action {job_id}",
+                  "detail": "requeue_hold: exit 1" if status == "failed" else ""}
+                 for kind, status, job_id in outcomes]
+        for o, p in zip(dicts, outcome_points(dicts, CLUSTER, t)):
+            d.actions.append({**o, "time": p.time_s})
+            d.points.append(p)
     return d

@@ -137,7 +137,8 @@ def _actions(series, data, sel):
 
 def _action_table(series, data, sel):
     rows = series[0].rows()
-    assert [r["job_id"] for r in rows] == [a["job_id"] for a in data.actions]   # newest first
+    newest_first = sorted(data.actions, key=lambda a: -a["time"])
+    assert [r["job_id"] for r in rows] == [a["job_id"] for a in newest_first]
     assert {"kind", "status", "policy", "why", "detail", "gpus"} <= set(rows[0])
 
 
