@@ -66,7 +66,9 @@ def build(end_s: float) -> Data:
         duration = 2 * 3600.0
         shared = i % 3 == 0                  # jobs 101, 104, ... share with their twin below
         node = NODES[i % 4]
-        split = ("shards" if i % 2 else "util") if shared else "exclusive"
+        # the epilog's split values (docs/energy.md): each one at least once
+        split = ("util", "util-solo", "util-class", "shards")[i // 3 % 4] if shared else \
+            "counters" if i in (7, 8) else "exclusive"
         rec = {"job_id": str(job), "user": USERS[i % 3], "account": ACCOUNTS[i % 3],
                "partition": "gpu" if i % 4 else "debug", "cluster": CLUSTER, "node": node,
                "app": APPS[i % 4], "energy_j": 150.0 * duration * (0.6 if shared else 1.0),
@@ -88,7 +90,7 @@ def build(end_s: float) -> Data:
     two = [{"job_id": str(job), "user": "alice", "account": "physics", "partition": "gpu",
             "cluster": CLUSTER, "node": node, "app": "vgg16", "energy_j": 4 * 120.0 * 3600,
             "duration_s": 3600.0, "gpus": 4, "gpu_s": 4 * 3600.0, "shared_gpu_s": 0.0,
-            "idle_j": 4 * 41.0 * 3600, "split": "exclusive", "time": end_s - 1800,
+            "idle_j": 4 * 41.0 * 3600, "split": "counters", "time": end_s - 1800,
             "co2_g": 4 * 120.0 * 3600 / 3.6e6 * 200.0} for node in ("gpu3", "gpu4")]
     d.jobs[str(job)] = two
     tags = ("job_id", "user", "account", "partition", "cluster", "node", "app")

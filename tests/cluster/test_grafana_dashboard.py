@@ -120,8 +120,11 @@ def _shared_share(series, data, sel):
 
 
 def _split(series, data, sel, query):
-    split = re.search(r""""split" = '(\w+)'""", query).group(1)
-    want = sum(1 for r in _records(data, sel) if r["split"] == split)
+    m = re.search(r""""split" (?:= '([\w-]+)'|=~ /(.+?)/)""", query)
+    match = (lambda v: v == m.group(1)) if m.group(1) else \
+        (lambda v: re.search(m.group(2), v) is not None)
+    want = sum(1 for r in _records(data, sel) if match(r["split"]))
+    assert want, f"the test data has no record for {query}"
     assert len(series) == 1 and values(series[0]) == [want]
 
 
