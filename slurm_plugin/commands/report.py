@@ -11,11 +11,17 @@ from typing import Any
 
 import click
 
-_COLUMNS = (("jobs", "jobs", "{:d}"), ("energy_kwh", "kWh", "{:.3f}"),
-            ("co2_kg", "kgCO2", "{:.3f}"), ("gpu_hours", "GPU-h", "{:.2f}"),
-            ("shared_pct", "shared%", "{:.1f}"), ("exclusive_kwh", "excl kWh", "{:.3f}"),
-            ("exclusive_co2_kg", "excl kgCO2", "{:.3f}"), ("saved_kwh", "saved kWh", "{:.3f}"),
-            ("saved_pct", "saved%", "{:.1f}"))
+_COLUMNS = (("jobs", "jobs", "{:d}"), ("energy_kwh", "kWh", None), ("co2_kg", "kgCO2", None),
+            ("gpu_hours", "GPU-h", None), ("shared_pct", "shared%", "{:.1f}"),
+            ("exclusive_kwh", "excl kWh", None), ("exclusive_co2_kg", "excl kgCO2", None),
+            ("saved_kwh", "saved kWh", None), ("saved_pct", "saved%", "{:.1f}"))
+
+
+def _num(v: float) -> str:
+    """Three decimals, or three significant digits for small figures (a test job's 0.00137)."""
+    if v == 0 or abs(v) >= 0.1:
+        return f"{v:,.3f}"
+    return f"{v:.3g}"
 
 
 def table(result: dict[str, Any]) -> str:
@@ -23,8 +29,8 @@ def table(result: dict[str, Any]) -> str:
     rows = result["rows"] + [result["total"]]
     keys = [str(r["key"]) for r in rows]
     w0 = max(len(result["by"]), *(len(k) for k in keys))
-    cells = [[("-" if r[k] is None else fmt.format(r[k])) for k, _, fmt in _COLUMNS]
-             for r in rows]
+    cells = [[("-" if r[k] is None else fmt.format(r[k]) if fmt else _num(r[k]))
+              for k, _, fmt in _COLUMNS] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, (_, h, _) in enumerate(_COLUMNS)]
     head = result["by"].ljust(w0) + "".join("  " + h.rjust(w) for (_, h, _), w in
                                             zip(_COLUMNS, widths))
@@ -118,7 +124,7 @@ def report(by: str, since: str, until: str, cluster_name: str | None, default_ap
         click.echo(f"{t['co2_missing_records']} records carry no co2_g (no carbon intensity "
                    "at the epilog): their carbon is left out of kgCO2")
     click.echo(f"exclusive GPUs: the same jobs alone on their GPUs (physics by job class, "
-               f"{default_app} when none): sharing saved {t['saved_kwh']:.3f} kWh "
+               f"{default_app} when none): sharing saved {_num(t['saved_kwh'])} kWh "
                f"({t['saved_pct']:.1f}%)")
     if plot_file is not None:
         click.echo(f"plot: {plot_file}")

@@ -41,6 +41,7 @@ def plot_daily(daily: dict, intensity: Sequence[tuple[float, float]], zone: str,
                    color=colours(i % 10), edgecolor="white", linewidth=0.5)
             bottom = [b + v for b, v in zip(bottom, values)]
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
         ax.grid(axis="y", alpha=0.3)
         if intensity:
             twin = ax.twinx()
@@ -58,9 +59,17 @@ def plot_daily(daily: dict, intensity: Sequence[tuple[float, float]], zone: str,
     axes[1].xaxis.set_major_locator(mdates.DayLocator(interval=max(1, len(days) // 14)))
     axes[1].xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     axes[1].set_xlabel("day (UTC)")
+    missing = []
+    if not any(v for series in daily["co2_kg"].values() for v in series):
+        missing.append("no job record carries co2_g (no carbon intensity at the epilog)")
     if not intensity:
-        axes[0].text(0.5, 0.95, f"no carbon intensity stored for zone {zone}",
-                     transform=axes[0].transAxes, ha="center", va="top", fontsize=9)
+        missing.append(f"no carbon intensity stored for zone {zone} in the period")
+    if missing:
+        axes[1].text(0.5, 0.5, "\n".join(missing), transform=axes[1].transAxes, ha="center",
+                     va="center", fontsize=10, color="dimgray")
+    if days:
+        from datetime import timedelta
+        axes[1].set_xlim(days[0] - timedelta(hours=6), days[-1] + timedelta(hours=30))
     fig.suptitle(title + "\nbars stacked by account (legend left to right = bottom to top); line: grid carbon intensity")
     fig.autofmt_xdate()
     fig.tight_layout()

@@ -163,6 +163,8 @@ def test_table_has_a_row_per_group_and_a_total():
     assert [ln.split()[0] for ln in text if not ln.startswith("-")][1:] == ["ann", "bo", "total"]
     assert text[-1].split()[1:3] == ["2", "2.000"]
     assert text[3].split()[3] == "-"       # bo has no co2_g
+    small = table(report([rec("1", energy_j=4932.0)], "job")).splitlines()
+    assert small[2].split()[2] == "0.00137"     # a short test job's kWh stays readable
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch):
