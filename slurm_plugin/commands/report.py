@@ -93,6 +93,9 @@ def report(by: str, since: str, until: str, cluster_name: str | None, default_ap
         _pyplot()       # a missing matplotlib is said before InfluxDB is asked anything
     cfg = load()
     client = InfluxClient.from_config(cfg)
+    # influx.timeout_s is short so that submissions never wait; a report over months may take
+    # longer than that to answer
+    client.timeout_s = max(client.timeout_s, 30.0)
     cluster = cfg["cluster.name"] if cluster_name is None else \
         (None if cluster_name == "all" else cluster_name)
     records = read_records(client, since_s, until_s, cluster)
