@@ -4,12 +4,16 @@ exclusive-GPU counterfactual, per-day split, the table, the plot's missing-matpl
 from __future__ import annotations
 
 import builtins
+import os
 import time
 
 import pytest
 
+from click.testing import CliRunner
+
+from slurm_plugin.cli import group as wattctl
 from slurm_plugin.commands.report import table
-from slurm_plugin.errors import InputError
+from slurm_plugin.errors import InputError, TelemetryError
 from slurm_plugin.physics import group_slowdowns, job_class
 from slurm_plugin.report.aggregate import co_runners, counterfactual, report
 from slurm_plugin.report.daily import DAY_S, per_day
@@ -178,3 +182,13 @@ def test_plot_without_matplotlib_says_how_to_get_it(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_mpl)
     with pytest.raises(InputError, match=r"--plot needs matplotlib.*wattbatch\[plot\]"):
         plot._pyplot()
+
+
+def test_command_with_influxdb_down_names_it(monkeypatch):
+    monkeypatch.setenv("WATTBATCH_SITE_CONFIG", os.devnull)
+    monkeypatch.setenv("WATTBATCH_INFLUX_URL", "http://127.0.0.1:9")
+    with pytest.raises(TelemetryError, match=r"influx: GET http://127\.0\.0\.1:9/query.*check "
+                                             "that InfluxDB runs there"):
+        CliRunner().invoke(wattctl, ["report", "--since", "now-1days"], catch_exceptions=False)
+    r = CliRunner().invoke(wattctl, ["report", "--since", "now", "--until", "now-1days"])
+    assert isinstance(r.exception, InputError) and "is not before --until" in str(r.exception)
