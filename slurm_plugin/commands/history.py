@@ -34,7 +34,9 @@ def export(since: str | None, until: str | None, output: str) -> None:
         args += ["-S", since]
     if until:
         args += ["-E", until]
-    text = slurm("sacct", args, load()).stdout
+    cfg = load()
+    # a site's months of accounting take sacct longer than slurm.timeout_s (20 s by default)
+    text = slurm("sacct", args, cfg, timeout_s=max(cfg["slurm.timeout_s"], 600.0)).stdout
     if output == "-":
         click.echo(text, nl=False)
         return
