@@ -18,6 +18,8 @@ _COMMANDS: list[tuple[str, str]] = [
     ("simulate", "simulate"),
     ("reconcile", "reconcile"),
     ("snapshot", "snapshot"),
+    ("history", "history"),
+    ("report", "report"),
 ]
 
 

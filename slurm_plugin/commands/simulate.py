@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,22 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _sacct_jobs(source: str, spec: ClusterSpec, limit_jobs: int | None):
+    """GPU jobs of a sacct export and what was not replayed; a job larger than the cluster is
+    an input error naming its line."""
+    from ..errors import InputError
+    from ..sim.trace_sacct import read_sacct
+
+    jobs, summary = read_sacct(sys.stdin if source == "-" else source,
+                               shards_per_gpu=spec.shards_per_gpu or 4, limit_jobs=limit_jobs)
+    for j in jobs:
+        if j.num_gpus > spec.gpu_count or -(-j.num_gpus // spec.gpus_per_node) > spec.nodes:
+            raise InputError(f"sacct: {summary.path}: line {j.line}: job {j.job_id}: "
+                             f"{j.num_gpus} GPUs is larger than the cluster ({spec.nodes} nodes "
+                             f"x {spec.gpus_per_node} GPUs); use a larger --nodes or --cluster")
+    return jobs, summary
+
+
 def _progress_bar():
     if not sys.stderr.isatty():
         return None
@@ -86,6 +103,10 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 @click.option("--trace", "trace", type=click.Path(path_type=Path), default=None,
               help="Trace CSV (default: the built-in slice, the first 1,000 jobs of Philly "
                    "Sep-Oct 2017).")
+@click.option("--from-sacct", "from_sacct", type=click.Path(allow_dash=True, dir_okay=False),
+              default=None,
+              help="Replay the GPU jobs of a site's accounting (`wattctl history export` "
+                   "output; - for stdin) instead of --trace; the jobs not replayed are counted.")
 @click.option("--trace-format", type=click.Choice(["philly", "canonical"]), default="philly",
               show_default=True,
               help="philly: timestamp,duration,num_gpus,gpu_time,cluster. canonical: job_id,"
@@ -122,7 +143,7 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
                    "with --compare, one file per policy: NAME inserted before the suffix).")
 @click.option("--plot", "plot_file", type=click.Path(path_type=Path), default=None,
               help="Plot cluster power over time to a PNG (needs matplotlib).")
-def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_node: int | None,
+def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None, gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
              carbon_file: Path | None, zone: str | None, variability_file: Path | None, seed: int,
              mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
@@ -135,6 +156,8 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
     """
     if (policy is None) == (compare is None):
         raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
+    if trace is not None and from_sacct is not None:
+        raise click.UsageError("give --trace FILE or --from-sacct FILE, not both")
     names = [policy] if policy else [p.strip() for p in compare.split(",") if p.strip()]
     if cluster_file is not None:
         if any(v is not None for v in (nodes, gpus_per_node, gpu_type)):
@@ -153,7 +176,12 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
                     zone=zone or cfg["carbon.zone"], carbon=carbon_file,
                     variability=variability_file, seed=seed, limit_jobs=limit_jobs,
                     class_mix=mix)
-    jobs = load_jobs(inputs)
+    sacct = None
+    if from_sacct is not None:
+        jobs, sacct = _sacct_jobs(from_sacct, spec, limit_jobs)
+        inputs = replace(inputs, trace=Path(from_sacct), trace_format="sacct")
+    else:
+        jobs = load_jobs(inputs)
     carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
     results, timelines = [], {}
     for name in names:
@@ -179,6 +207,8 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
                 writer.close()
         if sys.stderr.isatty():
             click.echo("\r" + " " * 60 + "\r", err=True, nl=False)
+        if sacct is not None:
+            r["sacct"] = sacct.as_dict()
         results.append(r)
         timelines[name] = series
     oracle = next((r for r in results if r.get("bound")), None) or \
@@ -191,5 +221,7 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
     if as_json:
         click.echo(json.dumps(results[0] if policy else results, indent=1, sort_keys=False))
     else:
+        if sacct is not None:
+            click.echo(sacct.line())
         click.echo(table(results))
 

@@ -1,0 +1,92 @@
+"""`wattctl report` (the installed command) on job_energy and carbon_intensity points written
+to the local cluster's real InfluxDB (tests/cluster/energy_data.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from energy_data import build
+from slurm_plugin import proc
+from slurm_plugin.telemetry.influx import InfluxClient
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def stored(localcluster):
+    db = f"wb_test_report_{uuid.uuid4().hex[:8]}"
+    client = InfluxClient(localcluster.influx_url, db, timeout_s=10)
+    client.create_database()
+    data = build(time.time())
+    client.write(data.points)
+    yield db, data
+    client.drop_database()
+
+
+def _report(localcluster, db: str, *args: str, check: bool = True) -> proc.Completed:
+    env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db}
+    return proc.run([str(Path(sys.executable).with_name("wattctl")), "report", *args], env=env,
+                    timeout_s=120, check=check)
+
+
+def test_report_by_account_sums_the_records(localcluster, stored):
+    db, data = stored
+    out = json.loads(_report(localcluster, db, "--by", "account", "--since", "now-4days",
+                             "--json").stdout)
+    want = defaultdict(lambda: defaultdict(float))
+    for records in data.jobs.values():
+        for r in records:
+            w = want[r["account"]]
+            w["energy_kwh"] += r["energy_j"] / 3.6e6
+            w["gpu_hours"] += r["gpu_s"] / 3600
+            w["shared"] += r["shared_gpu_s"]
+            w["gpu_s"] += r["gpu_s"]
+    rows = {r["key"]: r for r in out["rows"]}
+    assert set(rows) == set(want)
+    for account, w in want.items():
+        assert rows[account]["energy_kwh"] == pytest.approx(w["energy_kwh"])
+        assert rows[account]["gpu_hours"] == pytest.approx(w["gpu_hours"])
+        assert rows[account]["shared_pct"] == pytest.approx(100 * w["shared"] / w["gpu_s"])
+    t = out["total"]
+    assert t["jobs"] == len(data.jobs) and t["records"] == sum(map(len, data.jobs.values()))
+    assert t["co2_missing_records"] == 1
+    # the shared jobs would have used more alone: sharing saved energy, exclusive jobs nothing
+    assert t["saved_kwh"] > 0 and rows["cs"]["shared_pct"] == 0 and rows["cs"]["saved_kwh"] == 0
+
+
+def test_period_and_grouping(localcluster, stored):
+    db, data = stored
+    by_job = json.loads(_report(localcluster, db, "--by", "job", "--since", "now-4days",
+                                "--json").stdout)
+    assert {r["key"] for r in by_job["rows"]} == set(data.jobs)
+    two_node = [r for r in by_job["rows"] if r["records"] == 2]
+    assert len(two_node) == 1 and two_node[0]["gpu_hours"] == pytest.approx(8.0)
+    # only the last day: the jobs that ended in it
+    since = data.end_s - 86400
+    last_day = {j for j, rs in data.jobs.items() if rs[0]["time"] >= since}
+    day = json.loads(_report(localcluster, db, "--by", "job", "--since",
+                             time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since)),
+                             "--json").stdout)
+    assert {r["key"] for r in day["rows"]} == last_day and 0 < len(last_day) < len(data.jobs)
+    bad = _report(localcluster, db, "--since", "last tuesday", check=False)
+    assert bad.returncode == 2 and "--since = 'last tuesday': not a Slurm time" in bad.stderr
+
+
+def test_table_and_plot(localcluster, stored, tmp_path):
+    db, _ = stored
+    png = tmp_path / "report.png"
+    done = _report(localcluster, db, "--by", "user", "--since", "now-4days", "--plot", str(png))
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:3] == ["user", "jobs", "kWh"]
+    assert any(ln.startswith("total") for ln in lines) and "sharing saved" in done.stdout
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    assert width > 800 and height > 500
