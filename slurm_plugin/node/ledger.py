@@ -12,6 +12,7 @@ a wrap) or a clock that jumps back starts a new interval: nothing is charged for
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -25,6 +26,7 @@ from .split import SoloRate, split_interval
 
 LEDGER_DIR = "ledger"
 GPUS_FILE = "_gpus.json"
+LOCK_FILE = "_lock"
 DONE_SUFFIX = ".done"
 MAX_INTERVAL_S = 600.0      # a longer gap (collector stopped) is not charged to anyone
 KEEP_DONE_S = 7 * 86400.0
@@ -75,12 +77,21 @@ class Ledger:
         self.state_dir = Path(state_dir)
         self.idle_w, self.gpu_model, self.intensity = idle_w, gpu_model, intensity
         self.solo = SoloRate()
-        gpus = _read(ledger_dir(state_dir) / GPUS_FILE)
-        self.last: dict[str, list[float]] = {k: v for k, v in gpus.items()
-                                             if isinstance(v, list) and len(v) == 2}
+        self.last: dict[str, list[float]] = {}
 
     def update(self, readings: Iterable[GpuReading]) -> dict[str, float]:
-        """Charge every GPU's energy since the last pass to its jobs; returns job -> J added."""
+        """Charge every GPU's energy since the last pass to its jobs; returns job -> J added.
+        Passes are serialised by a lock and start from the counters the last pass of any
+        process saved, so a one-off ``wattctl collect --once`` beside the running collector
+        charges nothing twice."""
+        ledger_dir(self.state_dir).mkdir(parents=True, exist_ok=True)
+        with open(ledger_dir(self.state_dir) / LOCK_FILE, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            gpus = _read(ledger_dir(self.state_dir) / GPUS_FILE)
+            self.last = {k: v for k, v in gpus.items() if isinstance(v, list) and len(v) == 2}
+            return self._update(readings)
+
+    def _update(self, readings: Iterable[GpuReading]) -> dict[str, float]:
         added: dict[str, float] = {}
         entries: dict[str, dict] = {}
         for r in readings:

@@ -135,3 +135,13 @@ def test_points_kept_while_influxdb_is_down_are_sent_by_a_later_pass(tmp_path):
     influx.up = True
     assert spool.flush(tmp_path, influx) == 1 and influx.lines == [point.to_line()]
     assert not list((tmp_path / "spool").glob("*.lp"))
+
+
+def test_two_collectors_on_one_node_charge_nothing_twice(tmp_path):
+    res = (Resident("1", 0, 50.0),)
+    running, once = ledger.Ledger(tmp_path, 40.0), ledger.Ledger(tmp_path, 40.0)
+    for book, t, e in ((running, 0.0, 0.0), (running, 10.0, 1000.0), (once, 12.0, 1200.0),
+                       (running, 20.0, 2000.0)):
+        book.update([GpuReading("n", 0, 100.0, e, 50.0, 0.0, 300.0, t, res)])
+    node = json.loads(ledger.job_file(tmp_path, "1").read_text())["nodes"]["n"]
+    assert node["energy_j"] == 2000.0 and node["gpu_s"] == 20.0
