@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from ..errors import InputError
+from ..slurm.sacct_rows import duration_s
+from ..slurm.sacct_rows import split_row as _split_row
 from ..physics.classes import class_names
 from .trace import TraceJob
 
 FIELDS = ("JobIDRaw", "JobName", "User", "Account", "Partition", "Submit", "Start", "End",
           "Elapsed", "Timelimit", "State", "ExitCode", "ReqTRES", "AllocTRES", "NodeList",
           "Comment")
-FREE_TEXT = ("JobName", "Comment")
 SACCT_ARGS = ("-a", "-X", "-P", "-o", ",".join(FIELDS))
 
 # why a row is not replayed -> what the summary calls it
@@ -43,14 +44,6 @@ SKIP_REASONS = ("no_gpus", "still_running", "pending", "cancelled_before_start",
 _NOT_ENDED = ("RUNNING", "PENDING", "SUSPENDED", "REQUEUED", "RESIZING", "REQUEUE_HOLD",
               "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "COMPLETING", "CONFIGURING")
 _UNSET = ("Unknown", "None", "")
-
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
-_DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$")
-_STATE = re.compile(r"[A-Z_]+(?: by -?\d+)?\+?$")
-_EXIT = re.compile(r"\d+:\d+$")
-_TRES = re.compile(r"(?:[\w/:.-]+=[\w.:/-]+(?:,[\w/:.-]+=[\w.:/-]+)*)?$")
-_JOBID = re.compile(r"\d+$")
-_NODES = re.compile(r"None assigned$|[\w.\-\[\],]+$|$")
 _APP = re.compile(r"(?:^|[\s,;])app=([^\s,;|]+)")
 
 
@@ -85,77 +78,16 @@ class SacctSummary:
                 + ("; not replayed: " + ", ".join(parts) if parts else "; none skipped"))
 
 
-def duration_s(text: str) -> float | None:
-    """sacct ``[D-][HH:]MM:SS`` -> seconds; None when it is not one."""
-    m = _DURATION.match(text)
-    if not m:
-        return None
-    d, h, mi, s = (int(g) if g else 0 for g in m.groups())
-    return float(((d * 24 + h) * 60 + mi) * 60 + s)
-
-
-def _time_ok(text: str) -> bool:
-    return text in _UNSET or bool(_DATE.match(text))
-
-
-def _limit_ok(text: str) -> bool:
-    return text in ("UNLIMITED", "Partition_Limit", "INVALID", "") or duration_s(text) is not None
-
-
-# the check each structured field must pass for a split to be right
-_CHECKS = {
-    "JobIDRaw": lambda v: bool(_JOBID.match(v)),
-    "User": lambda v: "|" not in v and " " not in v,
-    "Account": lambda v: " " not in v,
-    "Partition": lambda v: " " not in v,
-    "Submit": lambda v: bool(_DATE.match(v)),
-    "Start": _time_ok,
-    "End": _time_ok,
-    "Elapsed": lambda v: duration_s(v) is not None,
-    "Timelimit": _limit_ok,
-    "State": lambda v: bool(_STATE.match(v)),
-    "ExitCode": lambda v: bool(_EXIT.match(v)),
-    "ReqTRES": lambda v: bool(_TRES.match(v)),
-    "AllocTRES": lambda v: bool(_TRES.match(v)),
-    "NodeList": lambda v: bool(_NODES.match(v)),
-}
-
-
 def _fail(path: str, line: int, why: str) -> InputError:
     return InputError(f"sacct: {path}: line {line}: {why}")
 
 
 def split_row(text: str, header: tuple[str, ...], path: str, line: int) -> dict[str, str]:
     """One sacct -P row -> {field: value}, placing the extra ``|`` in JobName/Comment."""
-    parts = text.split("|")
-    extra = len(parts) - len(header)
-    if extra < 0:
-        raise _fail(path, line, f"{len(parts)} fields, expected {len(header)} "
-                    f"({'|'.join(header)}); is the row cut short?")
-    free = sorted(header.index(f) for f in FREE_TEXT)
-    fits = []
-    for k in range(extra + 1):          # k extra separators in the first free field
-        widths = [1] * len(header)
-        widths[free[0]] += k
-        widths[free[1]] += extra - k
-        row, i = {}, 0
-        for name, w in zip(header, widths):
-            row[name] = "|".join(parts[i:i + w])
-            i += w
-        if all(check(row[name]) for name, check in _CHECKS.items() if name in row):
-            fits.append(row)
-    if not fits:
-        bad = ""
-        if extra == 0:
-            row = dict(zip(header, parts))
-            wrong = [n for n, check in _CHECKS.items() if n in row and not check(row[n])]
-            bad = f"; field {wrong[0]} = {row[wrong[0]]!r} is not a valid value" if wrong else ""
-        raise _fail(path, line, f"cannot read the row ({len(parts)} fields for {len(header)})"
-                    f"{bad}; export it with `wattctl history export`")
-    if len(fits) > 1:
-        raise _fail(path, line, f"the {extra} extra '|' can be placed in JobName or Comment in "
-                    f"{len(fits)} ways; edit the job name or comment on that line")
-    return fits[0]
+    try:
+        return _split_row(text, header, f"{path}: line {line}")
+    except InputError as exc:
+        raise InputError(f"{exc}; export it with `wattctl history export`") from None
 
 
 def _tres(text: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from ..model import Gpu, GpuUse, Job, Node
 from ..record import record, replace
 from .dialects import Legacy, dialect
 from .formats import detect
+from .sacct_rows import split_row
 
 SHARE_GRES = ("shard", "mps")
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
@@ -389,8 +390,8 @@ def parse_sacct(text: str) -> tuple[AcctRecord, ...]:
         raise InputError(f"slurm: sacct output lacks field(s) {', '.join(missing)}; "
                          f"run sacct -P --format={','.join(SACCT_FIELDS)}")
     records = []
-    for line in lines[1:]:
-        row = dict(zip(header, line.split("|", len(header) - 1)))
+    for number, line in enumerate(lines[1:], 2):
+        row = split_row(line, header, f"line {number}")
         code, sig = _code_pair(row["ExitCode"])
         derived, _ = _code_pair(row["DerivedExitCode"])
         limit = row["TimelimitRaw"]

@@ -204,3 +204,14 @@ def test_sbatch_deadline_is_the_jobs_deadline(golden):
     raw = dict(doc["jobs"][0], deadline=when(1795260000))
     assert parse_jobs(dict(doc, jobs=[raw]))[0].deadline_s == 1795260000.0
     assert parse_jobs(dict(doc, jobs=[dict(raw, deadline=when(0))]))[0].deadline_s is None
+
+
+def test_sacct_rows_with_bars_in_name_and_comment_are_read(golden_dir, utc):
+    text = (golden_dir / "slurm" / "24.11" / "sacct.txt").read_text().splitlines()
+    header, row = text[0], text[1].split("|")
+    row[1], row[-1] = "a|b||c", "app=bert|x"
+    recs = parse_sacct("\n".join([header, "|".join(row)]))
+    assert (recs[0].name, recs[0].comment) == ("a|b||c", "app=bert|x")
+    assert recs[0].elapsed_s == float(text[1].split("|")[10])
+    with pytest.raises(InputError, match="line 2: cannot read the row"):
+        parse_sacct("\n".join([header, "|".join(row[:5] + ["x|y"] + row[5:])]))
