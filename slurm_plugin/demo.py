@@ -84,6 +84,33 @@ def job_rows(cfg: site_config.SiteConfig, ids: list[str]) -> list[dict]:
     return rows
 
 
+def job_energy(cfg: site_config.SiteConfig, ids: list[str]) -> dict[str, dict]:
+    """job id -> summed ``job_energy`` of the finished jobs (the epilog's record): energy,
+    CO2, how the GPU energy was split. {} when InfluxDB cannot be read."""
+    from .errors import TelemetryError
+    from .telemetry.influx import InfluxClient, quote_str
+
+    if not ids:
+        return {}
+    where = " OR ".join(f'"job_id" = {quote_str(j)}' for j in ids)
+    try:
+        series = InfluxClient.from_config(cfg).query(
+            f'SELECT "energy_j", "co2_g", "split" FROM "job_energy" WHERE {where} '
+            'GROUP BY "job_id"')
+    except TelemetryError as exc:
+        print(f"   (no per-job energy: {exc})")
+        return {}
+    out: dict[str, dict] = {}
+    for s in series:
+        job = out.setdefault(str(s.tags.get("job_id")), {"energy_j": 0.0, "co2_g": 0.0,
+                                                          "split": ""})
+        for _, energy, co2, split in s.values:
+            job["energy_j"] += energy or 0.0
+            job["co2_g"] += co2 or 0.0
+            job["split"] = split or job["split"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="wattbatch-demo", description=__doc__)
     ap.add_argument("--policy", default="slurm-default", help="policy for the workload")
@@ -116,15 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   {len(rec['actions'])} actions, pass {rec['total_s'] * 1000:.0f} ms, "
           f"{rec['jobs_seen']} jobs seen")
     rows = job_rows(cfg, ids)
+    time.sleep(3)                       # the last epilogs write their records
+    energy = job_energy(cfg, ids)
+    for r in rows:
+        e = energy.get(r["job_id"])
+        r["gpu_energy_j"] = round(e["energy_j"]) if e else "-"
+        r["co2_g"] = round(e["co2_g"], 2) if e else "-"
+        r["split"] = e["split"] if e else "-"
     if args.json:
         print(json.dumps({"jobs": rows, "reconcile": rec, "workdir": str(workdir)}, indent=2))
         return 0
     print("6. summary")
-    head = ("job_id", "name", "state", "nodes", "gpus", "share", "restarts", "reason")
+    head = ("job_id", "name", "state", "nodes", "gpus", "share", "restarts", "reason",
+            "gpu_energy_j", "co2_g", "split")
     widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in head]
     print("   " + "  ".join(h.upper().ljust(w) for h, w in zip(head, widths)))
     for r in rows:
         print("   " + "  ".join(str(r[h]).ljust(w) for h, w in zip(head, widths)))
+    print("   (GPU energy per job from the node epilogs: a shared GPU's energy split between"
+          " its jobs; see docs/energy.md)")
     print(f"   job output and checkpoints: {workdir}")
     return 0
 
