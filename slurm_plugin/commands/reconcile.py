@@ -12,6 +12,22 @@ from ..policy import get_policy
 from ..reconcile import reconcile_pass
 
 
+def _record_actions(cfg, actions: list, warnings: list) -> None:
+    """The pass's actions into InfluxDB (``reconcile_action``, for the dashboard); InfluxDB
+    down is a warning, never a failed pass."""
+    import time
+
+    from ..errors import TelemetryError
+    from ..telemetry.actions import outcome_points
+    from ..telemetry.influx import InfluxClient
+
+    try:
+        InfluxClient.from_config(cfg).write(outcome_points(actions, cfg["cluster.name"],
+                                                           time.time()))
+    except TelemetryError as exc:
+        warnings.append(f"actions not recorded in InfluxDB: {exc}")
+
+
 @click.command("reconcile")
 @click.option("--dry-run", is_flag=True, help="Decide and journal, but change nothing in Slurm.")
 @click.option("--json", "as_json", is_flag=True, help="Print the pass as one JSON object.")
@@ -47,6 +63,8 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
         max_actions=cfg["reconcile.max_actions"],
     )
     data = {"policy": policy.name, "state_dir": str(state), **result.as_dict()}
+    if result.ran and result.outcomes and not dry_run:
+        _record_actions(cfg, data["actions"], result.warnings)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return

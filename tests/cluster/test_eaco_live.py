@@ -165,6 +165,9 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
     assert move["predicted"]["predicted_slowdown"] == pytest.approx(1.03)
     assert move["predicted"]["observed_slowdown"] > 2.0
     moved, stayed = move["job_id"], ({a, b} - {move["job_id"]}).pop()
+    recorded = client.query('SELECT "job_id" FROM "reconcile_action" WHERE '
+                            '"kind" = \'move_exclusive\' AND "status" = \'done\'')
+    assert moved in [v[1] for s in recorded for v in s.values]    # for the dashboard
     before = steps()[moved]
 
     after = wait_job(cfg, moved, lambda j: j.running and j.restart_count == 1, timeout_s=60)
