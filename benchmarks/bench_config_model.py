@@ -63,6 +63,10 @@ def held_out_caps(rows: list[dict], key: str) -> tuple[float, float]:
     return fcm.mape(tp), fcm.mape(pp)
 
 
+def pair(x: tuple[float, float]) -> str:
+    return "-" if x[0] != x[0] else f"{x[0]:.1f}/{x[1]:.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
@@ -85,7 +89,7 @@ def main() -> None:
                                     for m, wd in zip(means, (11, 15, 14))))
 
     print("\nZeus / Perseus: time and power MAPE % (power cap x batch size, one GPU model)")
-    print(f"{'source':<9}{'gpu':<9}{'workload':<26}{'rows':>5}  {'in-sample t/P':>14}"
+    print(f"{'source':<9}{'gpu':<9}{'workload':<32}{'rows':>5}  {'in-sample t/P':>14}"
           f"{'leave-1-batch t/P':>19}{'leave-1-cap t/P':>17}")
     groups = [("zeus", k, v) for k, v in sorted(fcm.read_zeus(args.data_dir).items())]
     groups += [("perseus", k, v) for k, v in sorted(fcm.read_perseus(args.data_dir).items())]
@@ -100,14 +104,12 @@ def main() -> None:
             if v == v:
                 lst.append(v)
 
-        def pair(x: tuple[float, float]) -> str:
-            return "-" if x[0] != x[0] else f"{x[0]:.1f}/{x[1]:.1f}"
-        print(f"{src:<9}{gpu:<9}{w[:25]:<26}{len(rows):>5}  {pair(ins):>14}{pair(lb):>19}"
+        print(f"{src:<9}{gpu:<9}{w:<32}{len(rows):>5}  {pair(ins):>14}{pair(lb):>19}"
               f"{pair(lc):>17}")
     for src, a in acc.items():
         m = [sum(x) / len(x) if x else float("nan") for x in a]
-        print(f"mean {src:<44}  {m[0]:>7.1f}/{m[1]:.1f}{m[2]:>14.1f}/{m[3]:.1f}"
-              f"{m[4]:>12.1f}/{m[5]:.1f}")
+        print(f"mean {src:<50}  {pair((m[0], m[1])):>14}{pair((m[2], m[3])):>19}"
+              f"{pair((m[4], m[5])):>17}")
 
 
 if __name__ == "__main__":
