@@ -6,7 +6,7 @@ carbon series in the shared data (Electricity Maps hourly files per zone and yea
 Rolling origin: every ``--stride-h`` hours (13 by default: coprime with 24, so origins visit every
 hour of day) after the first ``HISTORY_DAYS`` days of a file, each forecaster sees only the hours
 before the origin and predicts the next 24. MAPE is over hours whose actual value is valid and
-above 1 gCO2eq/kWh. The ``auto`` line is what ``carbon_forecast.DEFAULT_FORECASTER`` gives.
+above 1 gCO2eq/kWh; the header names the default forecaster (``DEFAULT_FORECASTER``).
 
 Usage: ``python benchmarks/bench_carbon_forecast.py [--data-dir ../shared/data] [--stride-h 13]
 [--basis lca|direct] [--only SUBSTRING]``
