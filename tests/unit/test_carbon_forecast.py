@@ -158,3 +158,32 @@ def test_predict_stamps_hours_after_the_series():
     s = HourlySeries(T0, tuple(daily(24 * 8)))
     out = predict(Persistence(), s, 3)
     assert [t for t, _ in out] == [s.end_s, s.end_s + HOUR_S, s.end_s + 2 * HOUR_S]
+
+
+class _RecordingHistory:
+    """A provider standing in for InfluxDB: records the windows asked for."""
+
+    zone = "ZZ"
+
+    def __init__(self, values: list[float]) -> None:
+        self.inner = _series_provider(values)
+        self.asked: list[tuple[float, float]] = []
+
+    def intensity_at(self, t_s: float) -> float | None:
+        return self.inner.intensity_at(t_s)
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        self.asked.append((start_s, end_s))
+        return self.inner.forecast(start_s, end_s)
+
+
+def test_forecasting_provider_reads_history_up_to_now_only_once_per_hour():
+    h = _RecordingHistory(daily(24 * 50))
+    p = ForecastingCarbon(h, history_days=10)
+    now = T0 + 24 * 45 * HOUR_S + 100
+    p.forecast(now, now + 3 * HOUR_S)
+    p.forecast(now + 600, now + 2 * HOUR_S)          # same hour, shorter: the cached forecast
+    assert h.asked == [(now - 10 * 86400, now)]
+    p.forecast(now + HOUR_S, now + 2 * HOUR_S)       # next hour: a new read
+    assert len(h.asked) == 2 and h.asked[1][1] == now + HOUR_S
+    assert p.intensity_at(now) == h.inner.intensity_at(now)
