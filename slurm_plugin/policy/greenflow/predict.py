@@ -13,7 +13,7 @@ Carbon is the integral of the job's power times the intensity curve over its run
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ...errors import ConfigError, InputError
@@ -30,20 +30,22 @@ class CarbonCurve:
 
     now_gco2_per_kwh: float
     points: tuple[tuple[float, float], ...] = ()
+    times: tuple[float, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if any(b[0] <= a[0] for a, b in zip(self.points, self.points[1:])):
             raise ValueError("carbon curve: points must be ascending in time with no repeat")
+        object.__setattr__(self, "times", tuple(t for t, _ in self.points))
 
     def gco2_per_kwh_at(self, t_s: float) -> float:
-        i = bisect.bisect_right([t for t, _ in self.points], t_s)
+        i = bisect.bisect_right(self.times, t_s)
         return self.points[i - 1][1] if i else self.now_gco2_per_kwh
 
     def mean_gco2_per_kwh(self, start_s: float, end_s: float) -> float:
         """Time-weighted mean intensity over ``[start_s, end_s]``."""
         if end_s <= start_s:
             return self.gco2_per_kwh_at(start_s)
-        times = [t for t, _ in self.points]
+        times = self.times
         i = bisect.bisect_right(times, start_s)
         value = self.points[i - 1][1] if i else self.now_gco2_per_kwh
         t, total = start_s, 0.0
@@ -96,28 +98,36 @@ def _class_power_w(name: str, gpus: int, gpu_model: str) -> float | None:
         return None
 
 
+@lru_cache(maxsize=65536)
+def _config(job_class_name: str, ref_gpus: int, batch_size: int | None, gpus: int,
+            power_cap_w: float | None, gpu_model: str,
+            gpus_per_node: int) -> tuple[float, float, str]:
+    """(speedup over the reference, per-GPU power, model note) of one configuration."""
+    cc = _class_config(job_class_name)
+    model = cc.model
+    batch = batch_size or ref_gpus * model.reference_local_batch
+    speedup = model.speedup(gpus, batch, power_cap_w, ref_gpus=ref_gpus, gpu_model=gpu_model,
+                            gpus_per_node=gpus_per_node)
+    ref_model_w = model.power_per_gpu_w(ref_gpus, batch, None, gpu_model, gpus_per_node)
+    model_w = model.power_per_gpu_w(gpus, batch, power_cap_w, gpu_model, gpus_per_node)
+    level_w = _class_power_w(job_class_name, ref_gpus, gpu_model)
+    per_gpu_w = model_w if level_w is None else level_w * model_w / ref_model_w
+    if power_cap_w is not None:
+        per_gpu_w = min(per_gpu_w, power_cap_w)
+    return speedup, per_gpu_w, f"{cc.job_class}: {cc.note} ({model.name})"
+
+
 def predict(job: JobProfile, choice: Choice, submit_s: float, carbon: CarbonCurve,
             gpu_model: str = "V100", gpus_per_node: int = 8,
             node_power_per_gpu_w: float = 0.0) -> Prediction:
     """JCT, energy and carbon of ``job`` under ``choice``. ``node_power_per_gpu_w``: the share
     of node power (CPUs, memory) charged per GPU the job holds."""
-    cc = _class_config(job.job_class)
-    model = cc.model
-    batch = job.batch_size or job.ref_gpus * model.reference_local_batch
-    speedup = model.speedup(choice.gpus, batch, choice.power_cap_w, ref_gpus=job.ref_gpus,
-                            gpu_model=gpu_model, gpus_per_node=gpus_per_node)
+    speedup, per_gpu_w, note = _config(job.job_class, job.ref_gpus, job.batch_size, choice.gpus,
+                                       choice.power_cap_w, gpu_model, gpus_per_node)
     run_s = job.ref_run_s / speedup
-    ref_model_w = model.power_per_gpu_w(job.ref_gpus, batch, None, gpu_model, gpus_per_node)
-    model_w = model.power_per_gpu_w(choice.gpus, batch, choice.power_cap_w, gpu_model,
-                                    gpus_per_node)
-    level_w = _class_power_w(job.job_class, job.ref_gpus, gpu_model)
-    per_gpu_w = model_w if level_w is None else level_w * model_w / ref_model_w
-    if choice.power_cap_w is not None:
-        per_gpu_w = min(per_gpu_w, choice.power_cap_w)
     power_w = choice.gpus * (per_gpu_w + node_power_per_gpu_w)
     finish_s = choice.start_s + run_s
     mean_ci = carbon.mean_gco2_per_kwh(choice.start_s, finish_s)
     energy_j = power_w * run_s
     return Prediction(choice, run_s, finish_s, finish_s - submit_s, power_w, energy_j,
-                      energy_j / J_PER_KWH * mean_ci, mean_ci,
-                      f"{cc.job_class}: {cc.note} ({model.name})")
+                      energy_j / J_PER_KWH * mean_ci, mean_ci, note)
