@@ -187,3 +187,13 @@ def test_forecasting_provider_reads_history_up_to_now_only_once_per_hour():
     p.forecast(now + HOUR_S, now + 2 * HOUR_S)       # next hour: a new read
     assert len(h.asked) == 2 and h.asked[1][1] == now + HOUR_S
     assert p.intensity_at(now) == h.inner.intensity_at(now)
+
+
+@pytest.mark.parametrize("hours", [1, 5, 30, 24 * 3])
+def test_short_history_still_forecasts(hours):
+    v = daily(hours, noise=3, ar=0.5)
+    for f in FORECASTERS.values():
+        out = f.predict_at(v, len(v), 48)
+        assert len(out) == 48 and all(x is not None and x >= 0 for x in out), f.name
+    if hours < 24:                    # no day of history yet: every forecaster persists
+        assert Blend().predict_at(v, len(v), 2) == [v[-1], v[-1]]
