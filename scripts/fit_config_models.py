@@ -257,7 +257,9 @@ def fit_all(data_dir: Path) -> dict:
         workloads[w] = {
             "scaling": fit_scaling(rows),
             "measured_gpus_per_node": max(r["replicas"] for r in rows if r["nodes"] == 1),
-            "reference_local_batch": sorted({r["local_bsz"] for r in rows})[0],
+            # the median profiled local batch: a job's batch when nothing else is known
+            "reference_local_batch": sorted({r["local_bsz"] for r in rows})[
+                len({r["local_bsz"] for r in rows}) // 2],
             "caps": caps,
             "cap_source": f"zeus {ZEUS_OF[w]}",
             "cap_note": ZEUS_WHY.get(w, "measured: the same model and dataset in Zeus"),

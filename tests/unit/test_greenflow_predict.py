@@ -40,9 +40,19 @@ def test_waiting_for_clean_power_trades_jct_for_carbon():
 
 def test_cap_and_gpu_count_move_run_time_and_power():
     curve = CarbonCurve(300.0)
-    job = JobProfile("transformer", ref_run_s=10 * H, ref_gpus=1, batch_size=64)
+    job = JobProfile("lstm", ref_run_s=10 * H, ref_gpus=1)       # draws ~184 W alone
     base = predict(job, Choice(0.0, 1), 0.0, curve)
     capped = predict(job, Choice(0.0, 1, 100.0), 0.0, curve)
     wide = predict(job, Choice(0.0, 4), 0.0, curve)
-    assert capped.run_s > base.run_s and capped.power_w <= 100.0
+    assert capped.run_s > base.run_s and capped.power_w <= 100.0 < base.power_w
     assert wide.run_s < base.run_s and wide.power_w > base.power_w
+
+
+def test_a_cap_above_the_class_draw_does_not_slow_it():
+    # transformer draws ~74 W on one GPU; its stand-in model (BERT) draws ~220 W
+    job = JobProfile("transformer", ref_run_s=H, ref_gpus=1)
+    base = predict(job, Choice(0.0, 1), 0.0, CarbonCurve(300.0))
+    capped = predict(job, Choice(0.0, 1, 100.0), 0.0, CarbonCurve(300.0))
+    assert base.power_w < 100.0
+    assert capped.run_s == pytest.approx(base.run_s) and capped.power_w == pytest.approx(
+        base.power_w)

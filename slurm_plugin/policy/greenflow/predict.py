@@ -6,7 +6,9 @@ The job is known at a reference configuration (``JobProfile``: its run time on `
 uncapped, e.g. the trace's duration, or a repeated job's history). A choice changes it by the
 ratios of its configuration model: run time by the inverse speedup, per-GPU power by the ratio
 of the model's per-GPU power at the choice to that at the reference. The level of the power is
-the class table's measured power (``JobClass.power_at(ref_gpus)``), never above the cap.
+the class table's measured power (``JobClass.power_at(ref_gpus)``), never above the cap; a cap
+is mapped onto the model's power scale by the same ratio (a cap above the class's own draw
+does not slow it, whatever the stand-in model draws).
 Carbon is the integral of the job's power times the intensity curve over its run.
 """
 
@@ -106,11 +108,16 @@ def _config(job_class_name: str, ref_gpus: int, batch_size: int | None, gpus: in
     cc = _class_config(job_class_name)
     model = cc.model
     batch = batch_size or ref_gpus * model.reference_local_batch
-    speedup = model.speedup(gpus, batch, power_cap_w, ref_gpus=ref_gpus, gpu_model=gpu_model,
-                            gpus_per_node=gpus_per_node)
     ref_model_w = model.power_per_gpu_w(ref_gpus, batch, None, gpu_model, gpus_per_node)
-    model_w = model.power_per_gpu_w(gpus, batch, power_cap_w, gpu_model, gpus_per_node)
     level_w = _class_power_w(job_class_name, ref_gpus, gpu_model)
+    # A cap acts on the class's own power level: mapped into the model's power scale, a 150 W
+    # cap on a class drawing 120 W is the model under 150 * P_model / 120 W (no slowdown).
+    model_cap_w = power_cap_w
+    if power_cap_w is not None and level_w is not None:
+        model_cap_w = power_cap_w * ref_model_w / level_w
+    speedup = model.speedup(gpus, batch, model_cap_w, ref_gpus=ref_gpus, gpu_model=gpu_model,
+                            gpus_per_node=gpus_per_node)
+    model_w = model.power_per_gpu_w(gpus, batch, model_cap_w, gpu_model, gpus_per_node)
     per_gpu_w = model_w if level_w is None else level_w * model_w / ref_model_w
     if power_cap_w is not None:
         per_gpu_w = min(per_gpu_w, power_cap_w)
