@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Protocol, Sequence
 
+from ..errors import ConfigError
+
 HOUR_S = 3600.0
 Values = Sequence["float | None"]
 
@@ -232,9 +234,9 @@ HISTORY_DAYS = 36   # history a forecaster needs: fit window (28 d) + profile (7
 
 
 def forecaster(name: str = DEFAULT_FORECASTER) -> Forecaster:
-    """The built-in forecaster called ``name``; ValueError lists the known ones."""
+    """The built-in forecaster called ``name``; ConfigError lists the known ones."""
     f = FORECASTERS.get(name.strip().lower())
     if f is None:
-        raise ValueError(f"carbon forecast: method {name!r} is unknown; "
-                         f"choose one of: {', '.join(FORECASTERS)}")
+        raise ConfigError("carbon forecast", "method", name,
+                          f"unknown forecaster; choose one of: {', '.join(FORECASTERS)}")
     return f

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from slurm_plugin.errors import InputError
+from slurm_plugin.errors import ConfigError, InputError
 from slurm_plugin.physics.carbon_forecast import (FORECASTERS, HOUR_S, Blend, HourlySeries,
                                                   Persistence, Profile, SeasonalNaive,
                                                   forecaster, predict)
@@ -89,7 +89,7 @@ def test_gaps_are_skipped_not_used():
 
 
 def test_unknown_method_lists_the_known_ones():
-    with pytest.raises(ValueError, match="blend"):
+    with pytest.raises(ConfigError, match=r"method = 'arima'.*persistence, .*blend"):
         forecaster("arima")
     assert forecaster(" Blend ").name == "blend"
 

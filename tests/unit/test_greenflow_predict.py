@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from slurm_plugin.errors import InputError
 from slurm_plugin.physics.classes import job_class
 from slurm_plugin.policy.greenflow.predict import (CarbonCurve, Choice, JobProfile, predict)
 
@@ -16,7 +17,7 @@ def test_carbon_curve_is_a_step_function():
     assert c.mean_gco2_per_kwh(0, 2 * H) == pytest.approx(200.0)
     assert c.mean_gco2_per_kwh(1.5 * H, 3 * H) == pytest.approx((0.5 * 300 + 50) / 1.5)
     assert c.mean_gco2_per_kwh(5 * H, 5 * H) == 50.0
-    with pytest.raises(ValueError, match="ascending"):
+    with pytest.raises(InputError, match="time_s=3600.0.*ascending"):
         CarbonCurve(1.0, ((H, 1.0), (H, 2.0)))
 
 

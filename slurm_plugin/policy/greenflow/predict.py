@@ -36,7 +36,9 @@ class CarbonCurve:
 
     def __post_init__(self) -> None:
         if any(b[0] <= a[0] for a, b in zip(self.points, self.points[1:])):
-            raise ValueError("carbon curve: points must be ascending in time with no repeat")
+            bad = next(b for a, b in zip(self.points, self.points[1:]) if b[0] <= a[0])
+            raise InputError(f"greenflow predict: carbon curve point at time_s={bad[0]!r} is not "
+                             "after the one before; give points ascending in time, one per time")
         object.__setattr__(self, "times", tuple(t for t, _ in self.points))
 
     def gco2_per_kwh_at(self, t_s: float) -> float:
