@@ -10,10 +10,10 @@ Forecasters (``FORECASTERS``; docs/carbon-forecast.md has their measured error o
 - ``persistence``: the last valid hour, flat.
 - ``seasonal-day`` / ``seasonal-week``: the same hour one day / one week earlier.
 - ``profile``: the mean of the same hour of day over the last ``days`` days.
-- ``blend`` (the default, lowest error at 1, 6 and 24 h on every zone measured): the profile
-  plus the current anomaly (last value minus its profile) times a weight ``w_h`` per horizon,
-  fitted by least squares on the series's own last ``fit_days`` days (clipped to [0, 1]). At 1 h
-  ahead ``w_h`` is near 1 (persistence of the anomaly), at a day it falls toward 0 (the profile):
+- ``blend`` (the default: the lowest mean error at 1, 6 and 24 h over every series measured):
+  the profile plus the current anomaly (last value minus its profile) times a weight ``w_h`` per
+  horizon, fitted by least squares on the series's own last ``fit_days`` days (clipped to
+  [0, 1]). At 1 h ahead ``w_h`` is near 1 (persistence of the anomaly), at a day it is lower:
   the blend of persistence and seasonal-naive is learned per zone from its history at run time,
   not set by a constant per zone.
 """
@@ -209,14 +209,15 @@ class Blend:
             origin -= 1
         p_origin = _profile(values, origin - 23 if origin >= 23 else 0, origin, self.days)
         anomaly = last - p_origin if p_origin is not None else 0.0
-        w = self.weights(values, end, horizon_h)
+        stale = end - 1 - origin       # trailing gap hours: the anomaly is that much older
+        w = self.weights(values, end, horizon_h + stale)
         out: list[float | None] = []
         for h in range(1, horizon_h + 1):
             p = _profile(values, end, end - 1 + h, self.days)
             if p is None:
                 out.append(last)
                 continue
-            out.append(max(0.0, p + w[h - 1] * anomaly))
+            out.append(max(0.0, p + w[h - 1 + stale] * anomaly))
         return out
 
 

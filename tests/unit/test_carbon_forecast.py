@@ -197,3 +197,15 @@ def test_short_history_still_forecasts(hours):
         assert len(out) == 48 and all(x is not None and x >= 0 for x in out), f.name
     if hours < 24:                    # no day of history yet: every forecaster persists
         assert Blend().predict_at(v, len(v), 2) == [v[-1], v[-1]]
+
+
+def test_blend_ages_a_stale_anomaly():
+    v: list[float | None] = list(daily(24 * 40, noise=15.0, ar=0.97, seed=5))
+    v[-1] = 900.0                                      # a big anomaly at the last valid hour
+    stale = Blend().predict_at(v + [None] * 5, len(v) + 5, 1)
+    w = Blend().weights(v + [None] * 5, len(v) + 5, 6)
+    # five gap hours later, the first forecast uses the 6-hour weight, not the 1-hour one
+    profile = Profile().predict_at(v + [None] * 5, len(v) + 5, 1)[0]
+    anomaly = 900.0 - Profile().predict_at(v, len(v) - 1, 1)[0]
+    assert stale[0] == pytest.approx(profile + w[5] * anomaly)
+    assert w[5] < w[0]
