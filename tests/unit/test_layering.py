@@ -23,8 +23,9 @@ def imported_modules(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted((PKG / "policy").glob("*.py"))
-                         + sorted((PKG / "physics").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((PKG / "policy").rglob("*.py"))
+                         + sorted((PKG / "physics").glob("*.py")),
+                         ids=lambda p: str(p.relative_to(PKG)))
 def test_pure_layers_import_no_adapter(path):
     bad = [m for m in imported_modules(path)
            if any(m.lstrip(".").split(".")[0] == f or m.startswith(f"slurm_plugin.{f}")
