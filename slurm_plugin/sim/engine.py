@@ -1,9 +1,16 @@
 """The event loop: Slurm's own scheduling plus the policy's advice, driven by the physics.
 
-Slurm is emulated as configured out of the box: jobs in priority (submit) order, EASY backfill
-(the first blocked job gets a reservation; later jobs start now only if they end before it or
-leave its GPUs alone; estimates are the trace durations, as a user's exact time limit; at most
-``backfill_depth`` jobs are looked at per pass), whole GPUs, nodes first-fit in name order. A
+Slurm is emulated as configured (``ClusterSpec``): jobs in priority (submit) order. The main
+scheduler runs when a job is submitted, ends or is requeued (and when a ``--begin`` time passes),
+and starts jobs in order until the first that cannot start, which blocks every later one. The
+backfill pass runs every ``bf_interval_s`` (on ticks at whole multiples from the first
+submission, skipped when nothing changed since the last pass, which would decide the same):
+EASY backfill, the first blocked job gets a reservation and later jobs start now only if their
+*time limit* ends before it or they leave its GPUs alone; running jobs are expected to end at
+start + time limit, as Slurm expects; at most ``backfill_depth`` jobs are looked at per pass.
+A job still running at its time limit is killed (``jobs_timed_out``). Time limits come from the
+trace (``time_limit_s``) or the seeded rule of ``time_limits``, in whole minutes. Whole GPUs,
+nodes first-fit in name order. A
 policy's ``Placement`` is honoured as Slurm honours the sbatch options wattbatch renders from it:
 pinned nodes and GPU indexes, shards on a shared GPU, ``--begin``, a power cap. Every
 ``reconcile_interval_s`` the policy's ``reconcile`` runs and its Actions are applied.
@@ -29,10 +36,11 @@ from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
 from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob
+from .time_limits import draw_limit_s, whole_minutes_s
 from .trace import TraceJob
 from .views import GpuReadings, ProgressView
 
-_FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE = range(5)
+_FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
 
 
@@ -88,6 +96,9 @@ class Simulator:
         self.busy_gpus = 0
         self.nodes_on = self.spec.nodes
         self.dirty = False
+        self.bf_dirty = False
+        self.bf_pending = False
+        self.t0 = self.now
         self.nodes_changed = True
         self.node_views: tuple = ()
         self._forecast_cache: tuple[int, tuple] = (-1, ())
@@ -118,6 +129,7 @@ class Simulator:
     def _touch(self, n: NodeState) -> None:
         n.dirty = True
         n.avail = None
+        n.room = None
         self.nodes_changed = True
 
     # ---------------------------------------------------------------- policy calls
@@ -141,12 +153,12 @@ class Simulator:
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view)
 
-    def _request(self, t: TraceJob, app: str) -> JobRequest:
+    def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
         nodes = -(-t.num_gpus // gpn)
         return JobRequest(name=f"job{t.job_id}", user=t.user, gpus=-(-t.num_gpus // nodes),
                           num_nodes=nodes, gpu_model=self.spec.gpu_type.lower(),
-                          time_limit_s=t.duration_s, deadline_s=t.deadline_s, app=app,
+                          time_limit_s=limit_s, deadline_s=t.deadline_s, app=app,
                           min_gpus=t.min_gpus, max_gpus=t.max_gpus, submit_s=t.submit_s,
                           job_id=t.job_id, repeat_key=f"{t.user}:{app}")
 
@@ -191,7 +203,11 @@ class Simulator:
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
         app = t.app or assign_class(t.job_id, self.seed, self.class_mix)
-        j = SimJob(t, job_class(app), self._request(t, app))
+        spec = self.spec
+        limit = whole_minutes_s(t.time_limit_s if t.time_limit_s is not None else draw_limit_s(
+            t.job_id, t.duration_s, self.seed, spec.time_limit_rule, spec.time_limit_factor_max))
+        j = SimJob(t, job_class(app), self._request(t, app, limit))
+        j.limit_s = limit
         self.by_id[j.id] = j
         j.per_node, j.num_nodes = j.req.gpus, j.req.num_nodes
         self._apply_placement(j, self._advise(j))
@@ -206,7 +222,7 @@ class Simulator:
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
                                    num_nodes=j.num_nodes, submit_s=j.t.submit_s,
-                                   time_limit_s=j.t.duration_s, restart_count=j.restarts,
+                                   time_limit_s=j.limit_s, restart_count=j.restarts,
                                    app=j.cls.name, comment=j.pl.policy if j.pl else "",
                                    deadline_s=j.t.deadline_s)
         self.dirty = True
@@ -241,6 +257,8 @@ class Simulator:
                     continue
                 chosen = [g for g in n.gpus if not g.jobs][:g_need]
             else:
+                if self._room(n) < j.shards:
+                    continue
                 chosen = [g for g in n.gpus if self._gpu_fits(g, j)][:g_need]
                 if len(chosen) < g_need:
                     continue
@@ -250,16 +268,21 @@ class Simulator:
                 return out
         return None
 
+    def _room(self, n: NodeState) -> int:
+        """Most free shards on one GPU of ``n`` that holds no exclusive job (cached)."""
+        if n.room is None:
+            total = self.spec.shards_per_gpu
+            n.room = max((total - g.shards_used for g in n.gpus if not g.exclusive), default=0)
+        return n.room
+
     # ---------------------------------------------------------------- EASY backfill
     def _avail(self, n: NodeState) -> list[float]:
-        """Per node, when its k-th GPU becomes free (k = 1..gpus), from running jobs' estimated
-        ends; cached until the node changes."""
+        """Per node, when its k-th GPU becomes free (k = 1..gpus): a GPU frees when the last of
+        its jobs reaches its time limit (Slurm's expected end); cached until the node changes."""
         if n.avail is None:
-            times = [0.0] * n.free
-            for jb in n.jobs.values():
-                times += [jb.est_end_s] * jb.per_node
+            times = [0.0 if not g.jobs else max(jb.end_by_s for jb in g.jobs) for g in n.gpus]
             times.sort()
-            n.avail = times[:len(n.gpus)]
+            n.avail = times
         return n.avail
 
     def _reserve(self, head: SimJob) -> tuple[float, dict[str, int]]:
@@ -290,7 +313,7 @@ class Simulator:
 
     def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
         shadow, spare = res
-        if self.now + j.work_left / j.scale <= shadow + _EPS:
+        if self.now + j.limit_s <= shadow + _EPS:
             return True
         use: dict[str, int] = {}
         for g in gpus:
@@ -303,6 +326,33 @@ class Simulator:
         return True
 
     def _schedule(self) -> None:
+        """The main scheduler: start jobs in priority order until the first that cannot start
+        (it blocks the partition for the rest of the pass); a blocked queue asks for a backfill
+        pass at the next ``bf_interval_s`` tick."""
+        q = self.pending
+        i = considered = 0
+        now = self.now
+        while i < len(q) and considered < self.spec.backfill_depth:
+            j = q[i]
+            if j.begin_s > now + _EPS:
+                i += 1
+                continue
+            considered += 1
+            gpus = self._fit(j)
+            if gpus is None:
+                break
+            del q[i]
+            self.pending_shared -= j.share
+            self._start(j, gpus)
+        self.dirty = False
+        self.bf_dirty = True
+        if q and not self.bf_pending:
+            bf = self.spec.bf_interval_s
+            tick = self.t0 + bf * (int((now - self.t0) / bf) + 1)
+            self._push(tick, _BACKFILL, None)
+            self.bf_pending = True
+
+    def _backfill(self) -> None:
         q = self.pending
         depth = self.spec.backfill_depth
         res = None
@@ -337,7 +387,7 @@ class Simulator:
             del q[i]
             self.pending_shared -= j.share
             self._start(j, gpus)
-        self.dirty = False
+        self.bf_dirty = False
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -370,19 +420,27 @@ class Simulator:
                 self._push(n.ready_s, _BOOT, n)
             if n.power == BOOT:
                 j.blocked = True
-        if not j.blocked:
-            j.run_start_s = now
-            if j.first_start_s is None:
-                j.first_start_s = now
+        if j.blocked:
+            j.end_by_s = max(g.node.ready_s for g in gpus) + j.limit_s
+        else:
+            self._run_from(j)
         self.running[j.id] = j
         self.job_views[j.id] = Job(
             job_id=j.id, state="RUNNING", name=j.req.name, user=j.t.user,
             gpus=0 if j.share else j.per_node, shards=j.shards, num_nodes=j.num_nodes,
             nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
-            submit_s=j.t.submit_s, start_s=now, time_limit_s=j.t.duration_s,
+            submit_s=j.t.submit_s, start_s=now, time_limit_s=j.limit_s,
             restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
             deadline_s=j.t.deadline_s)
         self._retune(gpus)
+
+    def _run_from(self, j: SimJob) -> None:
+        """``j`` runs from now (its nodes are up): its time limit counts from here."""
+        j.run_start_s = self.now
+        if j.first_start_s is None:
+            j.first_start_s = self.now
+        j.end_by_s = self.now + j.limit_s
+        self._push(j.end_by_s, _TIMEOUT, j, j.end_by_s)
 
     def _settle(self, j: SimJob) -> None:
         if j.rate:
@@ -413,11 +471,7 @@ class Simulator:
             jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
             jb.version += 1
             if jb.rate > 0:
-                jb.est_end_s = self.now + jb.work_left / jb.rate
-                self._push(jb.est_end_s, _FINISH, jb, jb.version)
-            else:
-                jb.est_end_s = float("inf") if not jb.blocked else \
-                    max(g.node.ready_s for g in jb.gpus) + jb.work_left / jb.scale
+                self._push(self.now + jb.work_left / jb.rate, _FINISH, jb, jb.version)
         for g in touched.values():
             self._gpu_power(g)
 
@@ -471,8 +525,9 @@ class Simulator:
         j.gpus = []
         return left
 
-    def _finish(self, j: SimJob) -> None:
+    def _finish(self, j: SimJob, timed_out: bool = False) -> None:
         self._settle(j)
+        self.metrics.timed_out += timed_out
         j.state, j.end_s, j.work_left = DONE, self.now, 0.0
         self.metrics.job_done(j)
         del self.job_views[j.id]
@@ -577,6 +632,16 @@ class Simulator:
                     self._finish(obj)
                 elif kind == _BEGIN:
                     self.dirty = True
+                elif kind == _TIMEOUT:
+                    if obj.state == RUNNING and obj.end_by_s == token:
+                        self._settle(obj)   # a job ending exactly at its limit is not killed
+                        self._finish(obj, timed_out=obj.work_left > 1e-6 * obj.t.duration_s)
+                elif kind == _BACKFILL:
+                    self.bf_pending = False
+                    if self.dirty:
+                        self._schedule()
+                    if self.bf_dirty:
+                        self._backfill()
                 elif kind == _BOOT:
                     if obj.power == BOOT:
                         self._power_node(obj, ON)
@@ -584,9 +649,7 @@ class Simulator:
                                  if all(g.node.power == ON for g in jb.gpus)]
                         for jb in ready:
                             jb.blocked = False
-                            jb.run_start_s = self.now
-                            if jb.first_start_s is None:
-                                jb.first_start_s = self.now
+                            self._run_from(jb)
                         self._retune([g for jb in ready for g in jb.gpus])
                 elif kind == _SUSPEND:
                     if obj.power == ON and not obj.jobs and obj.idle_since == token:

@@ -34,6 +34,7 @@ class Metrics:
         self.first_submit_s = math.inf
         self.last_end_s = -math.inf
         self.events = self.unfinished = self.policy_fallbacks = self.suspends = 0
+        self.timed_out = 0
         self.actions: dict[str, int] = {}
 
     @property
@@ -73,6 +74,7 @@ class Metrics:
             "sim_wall_s": wall_s,
             "events": self.events,
             "unfinished_jobs": self.unfinished,
+            "jobs_timed_out": self.timed_out,
             "policy_fallbacks": self.policy_fallbacks,
             "node_suspends": self.suspends,
             "actions": dict(sorted(self.actions.items())),

@@ -23,6 +23,7 @@ class CheckedSimulator(Simulator):
         super().__init__(*a, **kw)
         self.done_work: dict[str, float] = {}
         self.finished: list = []
+        self.timed_out: set[str] = set()
 
     def _start(self, j, gpus):
         assert self.now >= j.t.submit_s - 1e-6 and self.now >= j.begin_s - 1e-6
@@ -40,8 +41,10 @@ class CheckedSimulator(Simulator):
             self.done_work[j.id] = self.done_work.get(j.id, 0.0) + j.rate / j.scale * (self.now - j.last_s)
         super()._settle(j)
 
-    def _finish(self, j):
-        super()._finish(j)
+    def _finish(self, j, timed_out=False):
+        super()._finish(j, timed_out)
+        if timed_out:
+            self.timed_out.add(j.id)
         self.finished.append(j)
 
 
@@ -63,7 +66,10 @@ def test_invariants_hold(tmp_path, case, make_trace):
     assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0
     for j in sim.finished:
         assert j.end_s >= j.first_start_s >= j.t.submit_s
-        assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        if j.end_s - j.run_start_s < j.limit_s - 1e-6:
+            assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        else:       # killed at its time limit (a slowed shared job)
+            assert sim.done_work[j.id] <= j.t.duration_s * (1 + 1e-6)
     energy_j = sum(row["power_w"] * row["duration_s"] for row in rows)
     assert r["energy_kwh"] >= 0 and r["gpu_energy_kwh"] >= 0 and r["carbon_kg"] >= 0
     assert r["energy_kwh"] * 3.6e6 == pytest.approx(energy_j, rel=1e-9)
@@ -104,8 +110,8 @@ def test_powersave_suspends_idle_nodes_and_delays_starts_by_the_boot(tmp_path):
 
 def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n"
-                    "a,0,1000,1,vgg16\nb,0,1000,1,vgg16\n")
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\n"
+                    "a,0,1000,1,vgg16,10000\nb,0,1000,1,vgg16,10000\n")
     jobs = read_trace(path, "canonical")
     r = Simulator(jobs, ClusterSpec(nodes=1, gpus_per_node=1), get_policy("fifo-packed")).run()
     from slurm_plugin.physics import colocated_slowdown
@@ -114,17 +120,50 @@ def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
     assert r["avg_runtime_stretch"] == pytest.approx(slow)
 
 
-def test_easy_backfill_runs_short_jobs_around_a_blocked_wide_job(tmp_path):
-    path = tmp_path / "t.csv"
-    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n"
-                    "long,0,1000,1,lstm\nwide,1,100,2,lstm\nshort,2,500,1,lstm\nlate,3,5000,1,lstm\n")
-    jobs = read_trace(path, "canonical")
-    sim = CheckedSimulator(jobs, ClusterSpec(nodes=1, gpus_per_node=2), get_policy("slurm-default"))
-    sim.run()
-    start = {j.id: j.first_start_s for j in sim.finished}
-    assert start["short"] == 2          # ends at 502 < shadow 1000: backfilled
-    assert start["wide"] == 1000        # reservation held
-    assert start["late"] == 1100        # would delay the wide job: waits
+def _starts(path, rows, spec, policy="slurm-default"):
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\n" + rows)
+    sim = CheckedSimulator(read_trace(path, "canonical"), spec, get_policy(policy))
+    r = sim.run()
+    return {j.id: j.first_start_s for j in sim.finished}, sim, r
+
+
+def test_easy_backfill_decides_on_time_limits_at_bf_interval_ticks(tmp_path):
+    spec = ClusterSpec(nodes=1, gpus_per_node=2, bf_interval_s=30, sched_interval_s=60)
+    start, _, _ = _starts(tmp_path / "t.csv", "long,0,1000,1,lstm,1080\nwide,1,100,2,lstm,120\n"
+                          "edge,2,500,1,lstm,1020\nlate,3,5000,1,lstm,6000\n"
+                          "liar,4,100,1,lstm,1200\n", spec)
+    # the shadow is the long job's limit (1080), not its end (1000): edge's limit ends at 1050
+    assert start["edge"] == 30          # backfilled at the first bf_interval tick, not at once
+    assert start["wide"] == 1000        # the main scheduler starts it when long ends
+    assert start["liar"] == 1100        # runs 100 s but asks for 1,200: not backfilled
+    assert start["late"] == 1100
+
+
+def test_main_scheduler_stops_at_the_first_job_that_cannot_start(tmp_path):
+    # b (2 GPUs) is blocked behind a; c fits now but only the backfill pass may start it
+    spec = ClusterSpec(nodes=1, gpus_per_node=2, bf_interval_s=30)
+    start, _, _ = _starts(tmp_path / "t.csv", "a,0,1000,1,lstm,1020\nb,1,100,2,lstm,120\n"
+                          "c,2,10,1,lstm,60\n", spec)
+    assert start["a"] == 0 and start["c"] == 30 and start["b"] == 1000
+
+
+def test_a_job_is_killed_at_its_time_limit(tmp_path):
+    start, sim, r = _starts(tmp_path / "t.csv", "a,0,1000,1,lstm,600\nb,0,100,1,lstm,\n",
+                            ClusterSpec(nodes=1, gpus_per_node=1))
+    assert r["jobs_timed_out"] == 1 and start["b"] == 600
+    a = next(j for j in sim.finished if j.id == "a")
+    assert a.end_s == 600 and sim.timed_out == {"a"}
+
+
+def test_scheduler_defaults_are_the_local_cluster_slurm_conf():
+    import re
+    from pathlib import Path
+    from slurm_plugin.sim.cluster import SCHED_DEFAULTS
+    conf = (Path(__file__).parents[2] / "slurm_plugin/localcluster/slurm.conf.j2").read_text()
+    params = dict(kv.split("=") for kv in
+                  re.search(r"^SchedulerParameters=(\S+)", conf, re.M).group(1).split(","))
+    assert float(params["bf_interval"]) == SCHED_DEFAULTS["bf_interval_s"]
+    assert float(params["sched_interval"]) == SCHED_DEFAULTS["sched_interval_s"]
 
 
 class _Apps:
@@ -175,5 +214,8 @@ def test_eaco_with_the_paper_mix_shares_within_capacity(tmp_path, case):
     assert r["policy_fallbacks"] == 0
     for j in sim.finished:
         assert j.cls.name in ("alexnet", "resnet18", "vgg16")
-        assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        if j.end_s - j.run_start_s < j.limit_s - 1e-6:
+            assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        else:       # killed at its time limit (a slowed shared job)
+            assert sim.done_work[j.id] <= j.t.duration_s * (1 + 1e-6)
     assert r["avg_runtime_stretch"] >= 1 - 1e-9
