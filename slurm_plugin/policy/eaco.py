@@ -37,7 +37,7 @@ from types import MappingProxyType
 from ..model import Action, Gpu, Job, JobRequest, Node, Placement
 from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
-from .eaco_observe import observe
+from .eaco_observe import ObserveMemo, observe
 from .eaco_predict import (
     deadline_of,
     group_slowdowns,
@@ -216,8 +216,11 @@ class Eaco:
                                f"eaco: exclusive GPUs: nothing to share with now ({summary}); "
                                "Slurm places it")
 
+    def __init__(self) -> None:
+        self._memo = ObserveMemo()      # work saved between passes; never changes a decision
+
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name)
+        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
 
     # ------------------------------------------------------------------ placements
     def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, cand: _Candidate,

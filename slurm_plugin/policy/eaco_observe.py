@@ -12,6 +12,13 @@ keys ``pair:<apps>``, ``pair:<apps>:predicted``, ``job:<key>:slowdown`` and the 
 ``move_exclusive`` action, for the most slowed job whose slowdown exceeds ``max_slowdown`` or
 whose deadline only an exclusive GPU still meets (this one only while such a GPU is free). No
 job gets two actions in one pass.
+
+Repeated passes (``ObserveMemo``, kept by the policy object between its calls): a node's shared
+GPUs are found again only when the node's view changed, and a *quiet* group (judged, nothing to
+do, every job under 99% of the limit and its deadline out of an exclusive GPU's reach) is not
+judged again while its members and the history figures its verdict rests on (``_verdict_keys``)
+stay the same: its observed slowdown cannot move then, so neither can its verdict. The memo only
+skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import Action, Gpu, Job, Progress
+from ..model import Action, Gpu, Job, Node, Progress
 from .base import Context
 from .eaco_predict import (
     deadline_of,
@@ -177,18 +184,83 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     return out
 
 
-def observe(ctx: Context, s: EacoSettings, policy: str) -> tuple[Action, ...]:
+class ObserveMemo:
+    """What one pass learnt that the next may reuse (see the module docstring)."""
+
+    __slots__ = ("nodes", "quiet")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[Node, tuple[Gpu, ...]]] = {}
+        self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
+
+
+def _shared(node: Node, memo: ObserveMemo | None) -> tuple[Gpu, ...]:
+    """The GPUs of ``node`` with two or more jobs; reused while the node's view is the same
+    object (an unchanged node keeps its view)."""
+    if memo is not None:
+        hit = memo.nodes.get(node.name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+    shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+    if memo is not None:
+        memo.nodes[node.name] = (node, shared)
+    return shared
+
+
+def _verdict_keys(g: _Group) -> tuple[str, ...]:
+    """The history keys a group's verdict reads: group and pair slowdowns, its marker and
+    marks, each job's solo figures."""
+    apps = [j.app for j, _ in g.members]
+    keys = [group_key(apps), f"seen:{g.gid}"]
+    keys += [group_key((a, b)) for i, a in enumerate(apps) for b in apps[i + 1:]]
+    for job, _ in g.members:
+        key = repeat_key_of(job)
+        keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s", f"job:{key}:slowdown",
+                 f"mark:{g.gid}:{job.job_id}:step", f"mark:{g.gid}:{job.job_id}:t"]
+    return tuple(keys)
+
+
+def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
+    """Judged, nothing to do, and nothing but the history or the members could change that:
+    every job well under the limit and its deadline out of an exclusive GPU's reach."""
+    history = ctx.history
+    if f"seen:{g.gid}" not in history:
+        return False
+    for (job, p), m in zip(g.members, (_marks(g.gid, j.job_id, history) for j, _ in g.members)):
+        obs = _observed(job, p, m, s, history) if m is not None else None
+        if obs is None or obs > 0.99 * s.max_slowdown:
+            return False
+        solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, history)
+        if solo_s is not None:
+            left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
+            if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
+                return False     # late sharing: a free GPU later could make it move
+    return True
+
+
+def observe(ctx: Context, s: EacoSettings, policy: str,
+            memo: ObserveMemo | None = None) -> tuple[Action, ...]:
     """One pass over every shared GPU (see the module docstring)."""
     actions: list[Action] = []
     acted: set[str] = set()
+    history = ctx.history
+    quiet = memo.quiet if memo is not None else None
     for node in ctx.cluster.nodes:
-        for gpu in node.gpus:
-            if len(gpu.shard_jobs) < 2:
-                continue
+        for gpu in _shared(node, memo):
+            if quiet is not None:
+                hit = quiet.get("+".join(sorted(gpu.shard_jobs)))
+                if hit is not None and all(history.get(k) == v for k, v in zip(*hit)):
+                    continue
             g = _group(node.name, gpu, ctx)
             if g is None:
                 continue
-            for a in _judge(g, ctx, s, policy, acted):
+            out = _judge(g, ctx, s, policy, acted)
+            for a in out:
                 actions.append(a)
                 acted.add(a.job_id)
+            if quiet is not None and not out and _quiet(g, ctx, s):
+                keys = _verdict_keys(g)
+                quiet[g.gid] = (keys, tuple(history.get(k) for k in keys))
+    if quiet is not None and len(quiet) > 4096:
+        quiet.clear()       # groups end; a bound keeps the memo small
     return tuple(actions)

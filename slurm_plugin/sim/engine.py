@@ -78,6 +78,10 @@ class Simulator:
             n.free = self.spec.gpus_per_node
             self.nodes.append(n)
         self.node_by_name = {n.name: n for n in self.nodes}
+        # capacity indexes: nodes by free GPU count, shareable GPUs by free shards
+        self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
+        self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
+        self.gpus_by_room[self.spec.shards_per_gpu] = self.spec.gpu_count
         self.now = jobs[0].submit_s if jobs else 0.0
         for n in self.nodes:
             n.idle_since = self.now
@@ -99,7 +103,8 @@ class Simulator:
         self.bf_dirty = False
         self.bf_pending = False
         self.t0 = self.now
-        self.nodes_changed = True
+        self.changed_nodes: set[int] = set(range(len(self.nodes)))
+        self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
         self._forecast_cache: tuple[int, tuple] = (-1, ())
 
@@ -130,16 +135,18 @@ class Simulator:
         n.dirty = True
         n.avail = None
         n.room = None
-        self.nodes_changed = True
+        self.changed_nodes.add(n.pos)
 
     # ---------------------------------------------------------------- policy calls
     def context(self) -> Context:
         """What a policy sees now: the same frozen types as on the live cluster."""
         spec = self.spec
-        if self.nodes_changed:
-            self.node_views = tuple(n.model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
-                                    for n in self.nodes)
-            self.nodes_changed = False
+        if self.changed_nodes:     # only the nodes that changed get a new view
+            views, nodes = self.node_list, self.nodes
+            for pos in self.changed_nodes:
+                views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+            self.changed_nodes.clear()
+            self.node_views = tuple(views)
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim")
         ci, forecast = None, ()
         if self.carbon is not None:
@@ -300,11 +307,10 @@ class Simulator:
             base = now if n.power == ON else (max(now, n.ready_s) if n.power == BOOT
                                               else now + self.spec.resume_delay_s)
             t = av[g_need - 1]
-            cands.append((base if t < base else t, n.pos, n))
+            cands.append((base if t < base else t, n.pos, n))   # pos is unique: n never compared
         if len(cands) < head.num_nodes:
             return (float("inf"), {})
-        cands.sort(key=lambda c: (c[0], c[1]))
-        chosen = cands[:head.num_nodes]
+        chosen = [min(cands)] if head.num_nodes == 1 else sorted(cands)[:head.num_nodes]
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
@@ -352,41 +358,69 @@ class Simulator:
             self._push(tick, _BACKFILL, None)
             self.bf_pending = True
 
+    def _capacity(self) -> tuple[list[int], int]:
+        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node), and the most
+        free shards on one shareable GPU. A job asking for more cannot start, so a pass skips it
+        without a fit."""
+        at_least, acc = [], 0
+        for c in reversed(self.nodes_by_free):
+            acc += c
+            at_least.append(acc)
+        at_least.reverse()
+        room = len(self.gpus_by_room) - 1
+        while room > 0 and not self.gpus_by_room[room]:
+            room -= 1
+        return at_least, room
+
+    def _gpu_room(self, g: GpuState) -> int:
+        return 0 if g.exclusive else self.spec.shards_per_gpu - g.shards_used
+
     def _backfill(self) -> None:
+        """One backfill pass: every job in priority order, up to ``backfill_depth`` of them; the
+        first that cannot start gets the reservation (EASY)."""
         q = self.pending
         depth = self.spec.backfill_depth
         res = None
         head: SimJob | None = None
         failed: set[tuple[int, int, int] | None] = set()
         i = considered = 0
+        horizon = self.now + _EPS
+        at_least, room = self._capacity()
+        too_long: dict[tuple[int, int, int], float] = {}   # shape -> shortest limit refused
         while i < len(q) and considered < depth:
-            if self.free_total == 0 and not self.pending_shared:
+            if at_least[1] == 0 and not room:
                 break
             j = q[i]
-            if j.begin_s > self.now + _EPS:
-                i += 1
+            i += 1
+            if j.begin_s > horizon:
                 continue
             considered += 1
             shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
-            if shape in failed:
-                i += 1
-                continue
-            gpus = self._fit(j)
+            if shape in failed or j.limit_s >= too_long.get(shape, float("inf")):
+                continue     # the same shape got no GPUs, or a shorter limit would delay the head
+            if shape is not None and (j.shards > room if j.share
+                                      else at_least[j.per_node] < j.num_nodes):
+                gpus = None
+            else:
+                gpus = self._fit(j)
             if gpus is None:
                 if shape is not None:
                     failed.add(shape)
                 if head is None and not j.share and not j.pin_indexes:
                     head = j
-                i += 1
                 continue
+            i -= 1
             if head is not None and res is None:
                 res = self._reserve(head)
             if res is not None and not self._backfill_ok(j, gpus, res):
+                if shape is not None:
+                    too_long[shape] = j.limit_s
                 i += 1
                 continue
             del q[i]
             self.pending_shared -= j.share
             self._start(j, gpus)
+            at_least, room = self._capacity()
         self.bf_dirty = False
 
     # ---------------------------------------------------------------- start / finish
@@ -400,14 +434,19 @@ class Simulator:
         j.cap_slow = cap_slowdown(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
                                   self.spec.gpu_type)
         nodes = {}
+        by_room = self.gpus_by_room
         for g in gpus:
+            by_room[self._gpu_room(g)] -= 1
             if not g.jobs:
                 self.free_total -= 1
+                self.nodes_by_free[g.node.free] -= 1
                 g.node.free -= 1
+                self.nodes_by_free[g.node.free] += 1
                 self.busy_gpus += 1
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
+            by_room[self._gpu_room(g)] += 1
             nodes[g.node.name] = g.node
         j.blocked = False
         for n in nodes.values():
@@ -503,7 +542,9 @@ class Simulator:
     def _release(self, j: SimJob) -> list[GpuState]:
         """Take ``j`` off its GPUs; returns GPUs still holding other jobs."""
         left = []
+        by_room = self.gpus_by_room
         for g in j.gpus:
+            by_room[self._gpu_room(g)] -= 1
             g.jobs.remove(j)
             g.shards_used -= j.shards
             n = g.node
@@ -512,11 +553,14 @@ class Simulator:
             if not g.jobs:
                 g.exclusive = False
                 self.free_total += 1
+                self.nodes_by_free[n.free] -= 1
                 n.free += 1
+                self.nodes_by_free[n.free] += 1
                 self.busy_gpus -= 1
                 self._gpu_power(g)
             else:
                 left.append(g)
+            by_room[self._gpu_room(g)] += 1
             if not n.jobs and n.idle_since is None:
                 n.idle_since = self.now
                 if self.spec.suspend_time_s is not None:

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from slurm_plugin.physics.classes import class_mix
 from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
@@ -34,6 +35,11 @@ class CheckedSimulator(Simulator):
             assert 0 <= g.shards_used <= self.spec.shards_per_gpu
             assert g.node.free == sum(1 for x in g.node.gpus if not x.jobs)
         assert 0 <= self.free_total <= self.spec.gpu_count
+        assert self.nodes_by_free == [sum(1 for n in self.nodes if n.free == k)
+                                      for k in range(self.spec.gpus_per_node + 1)]
+        assert self.gpus_by_room == [sum(1 for n in self.nodes for x in n.gpus
+                                         if self._gpu_room(x) == r)
+                                     for r in range(self.spec.shards_per_gpu + 1)]
         assert len({id(g) for g in gpus}) == len(gpus) == j.total_gpus
 
     def _settle(self, j):
@@ -219,3 +225,28 @@ def test_eaco_with_the_paper_mix_shares_within_capacity(tmp_path, case):
         else:       # killed at its time limit (a slowed shared job)
             assert sim.done_work[j.id] <= j.t.duration_s * (1 + 1e-6)
     assert r["avg_runtime_stretch"] >= 1 - 1e-9
+
+
+class _NoMemoEaco:
+    """EaCO judging every shared GPU afresh on every pass."""
+
+    def __init__(self) -> None:
+        from slurm_plugin.policy.eaco_observe import observe
+        from slurm_plugin.policy.eaco_settings import EacoSettings
+        self.inner = get_policy("eaco")
+        self.name, self.slurm_settings = self.inner.name, self.inner.slurm_settings
+        self.advise = self.inner.advise
+        self.reconcile = lambda ctx: observe(ctx, EacoSettings.from_mapping(ctx.settings), "eaco")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eaco_observe_memo_changes_no_decision(tmp_path, seed, make_trace):
+    rng = random.Random(100 + seed)
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 150, 4), "canonical")
+    spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=60.0)
+    mix = class_mix("eaco-paper")
+    a = Simulator(jobs, spec, get_policy("eaco"), seed=seed, class_mix=mix).run()
+    b = Simulator(jobs, spec, _NoMemoEaco(), seed=seed, class_mix=mix).run()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a["actions"].get("observe", 0) > 0      # groups were judged
+    assert a == b
