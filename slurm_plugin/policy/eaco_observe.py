@@ -185,26 +185,16 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
 
 
 class ObserveMemo:
-    """What one pass learnt that the next may reuse (see the module docstring)."""
+    """What one pass learnt that the next may reuse (see the module docstring): per node, its
+    view, the history version then, its shared GPUs still to judge and all of them; per quiet
+    group, the
+    history keys and values its verdict rests on."""
 
     __slots__ = ("nodes", "quiet")
 
     def __init__(self) -> None:
-        self.nodes: dict[str, tuple[Node, tuple[Gpu, ...]]] = {}
+        self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
-
-
-def _shared(node: Node, memo: ObserveMemo | None) -> tuple[Gpu, ...]:
-    """The GPUs of ``node`` with two or more jobs; reused while the node's view is the same
-    object (an unchanged node keeps its view)."""
-    if memo is not None:
-        hit = memo.nodes.get(node.name)
-        if hit is not None and hit[0] is node:
-            return hit[1]
-    shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
-    if memo is not None:
-        memo.nodes[node.name] = (node, shared)
-    return shared
 
 
 def _verdict_keys(g: _Group) -> tuple[str, ...]:
@@ -238,29 +228,65 @@ def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
     return True
 
 
+def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None) -> tuple[Gpu, ...]:
+    """The GPUs of ``node`` with two or more jobs, less quiet groups: from the memo while the
+    node's view is the same object and the history the same version."""
+    hit = memo.nodes.get(node.name) if memo is not None else None
+    if hit is not None and hit[0] is node:
+        if ctx.history_version is not None and hit[1] == ctx.history_version:
+            return hit[2]
+        shared = hit[3]
+    else:
+        shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+    out = []
+    history = ctx.history
+    for gpu in shared:
+        if memo is not None:
+            q = memo.quiet.get("+".join(sorted(gpu.shard_jobs)))
+            if q is not None and all(history.get(k) == v for k, v in zip(*q)):
+                continue
+        out.append(gpu)
+    return tuple(out)
+
+
+def _remember(memo: ObserveMemo, node: Node, ctx: Context, to_judge: tuple[Gpu, ...]) -> None:
+    hit = memo.nodes.get(node.name)
+    if hit is not None and hit[0] is node and hit[1] == ctx.history_version and hit[2] == to_judge:
+        return
+    shared = hit[3] if hit is not None and hit[0] is node else \
+        tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+    memo.nodes[node.name] = (node, ctx.history_version, to_judge, shared)
+
+
 def observe(ctx: Context, s: EacoSettings, policy: str,
             memo: ObserveMemo | None = None) -> tuple[Action, ...]:
     """One pass over every shared GPU (see the module docstring)."""
     actions: list[Action] = []
     acted: set[str] = set()
     history = ctx.history
-    quiet = memo.quiet if memo is not None else None
     for node in ctx.cluster.nodes:
-        for gpu in _shared(node, memo):
-            if quiet is not None:
-                hit = quiet.get("+".join(sorted(gpu.shard_jobs)))
-                if hit is not None and all(history.get(k) == v for k, v in zip(*hit)):
-                    continue
+        gpus = _to_judge(node, ctx, memo)
+        if not gpus:
+            if memo is not None:
+                _remember(memo, node, ctx, gpus)
+            continue
+        keep = []
+        for gpu in gpus:
             g = _group(node.name, gpu, ctx)
             if g is None:
+                keep.append(gpu)
                 continue
             out = _judge(g, ctx, s, policy, acted)
             for a in out:
                 actions.append(a)
                 acted.add(a.job_id)
-            if quiet is not None and not out and _quiet(g, ctx, s):
+            if memo is not None and not out and _quiet(g, ctx, s):
                 keys = _verdict_keys(g)
-                quiet[g.gid] = (keys, tuple(history.get(k) for k in keys))
-    if quiet is not None and len(quiet) > 4096:
-        quiet.clear()       # groups end; a bound keeps the memo small
+                memo.quiet[g.gid] = (keys, tuple(history.get(k) for k in keys))
+            else:
+                keep.append(gpu)
+        if memo is not None:
+            _remember(memo, node, ctx, tuple(keep))
+    if memo is not None and len(memo.quiet) > 4096:
+        memo.quiet.clear()      # groups end; a bound keeps the memo small
     return tuple(actions)

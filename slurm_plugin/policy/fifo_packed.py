@@ -45,7 +45,7 @@ def shareable_gpus(ctx: Context, max_jobs: int) -> Iterator[Gpu]:
 def has_backlog(ctx: Context) -> bool:
     """Some job is waiting: a new job would wait its turn, so pinning it to a GPU that has room
     now would only pile later jobs onto the same GPU."""
-    return any(job.pending for job in ctx.cluster.jobs.values())
+    return ctx.cluster.pending_at_least(1) > 0
 
 
 def queued_shard(policy: str, request: JobRequest, ctx: Context, why: str) -> Placement:

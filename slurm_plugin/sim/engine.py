@@ -60,6 +60,7 @@ class Simulator:
         self.settings = MappingProxyType(dict(settings or {}))
         self.history: dict[str, float] = {}
         self.history_view = MappingProxyType(self.history)
+        self.history_version = 0
         self.trace = jobs
         self.timeline, self.progress = timeline, progress
         gt = self.spec.gpu_type
@@ -147,7 +148,8 @@ class Simulator:
                 views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
             self.changed_nodes.clear()
             self.node_views = tuple(views)
-        cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim")
+        cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
+                          pending_count=len(self.pending))
         ci, forecast = None, ()
         if self.carbon is not None:
             hour = int(self.now // 3600)
@@ -158,7 +160,8 @@ class Simulator:
         readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
                             carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
-                       settings=self.settings, history=self.history_view)
+                       settings=self.settings, history=self.history_view,
+                       history_version=self.history_version)
 
     def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
@@ -201,6 +204,7 @@ class Simulator:
         j.shards = pl.shards if j.share else 0
         j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
+        j.shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
         if j.total_gpus != old_total:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
@@ -382,22 +386,25 @@ class Simulator:
         depth = self.spec.backfill_depth
         res = None
         head: SimJob | None = None
-        failed: set[tuple[int, int, int] | None] = set()
+        # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs, else
+        # the limit that would delay the head (a longer one would too)
+        skip: dict[tuple[int, int, int], float] = {}
+        inf = float("inf")
         i = considered = 0
         horizon = self.now + _EPS
         at_least, room = self._capacity()
-        too_long: dict[tuple[int, int, int], float] = {}   # shape -> shortest limit refused
+        if at_least[1] == 0 and not room:
+            self.bf_dirty = False
+            return
         while i < len(q) and considered < depth:
-            if at_least[1] == 0 and not room:
-                break
             j = q[i]
             i += 1
             if j.begin_s > horizon:
                 continue
             considered += 1
-            shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
-            if shape in failed or j.limit_s >= too_long.get(shape, float("inf")):
-                continue     # the same shape got no GPUs, or a shorter limit would delay the head
+            shape = j.shape
+            if j.limit_s >= skip.get(shape, inf):
+                continue
             if shape is not None and (j.shards > room if j.share
                                       else at_least[j.per_node] < j.num_nodes):
                 gpus = None
@@ -405,7 +412,7 @@ class Simulator:
                 gpus = self._fit(j)
             if gpus is None:
                 if shape is not None:
-                    failed.add(shape)
+                    skip[shape] = 0.0
                 if head is None and not j.share and not j.pin_indexes:
                     head = j
                 continue
@@ -414,13 +421,15 @@ class Simulator:
                 res = self._reserve(head)
             if res is not None and not self._backfill_ok(j, gpus, res):
                 if shape is not None:
-                    too_long[shape] = j.limit_s
+                    skip[shape] = j.limit_s
                 i += 1
                 continue
             del q[i]
             self.pending_shared -= j.share
             self._start(j, gpus)
             at_least, room = self._capacity()
+            if at_least[1] == 0 and not room:
+                break
         self.bf_dirty = False
 
     # ---------------------------------------------------------------- start / finish
@@ -596,6 +605,7 @@ class Simulator:
         m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
         if a.kind == "observe":
             self.history.update(a.predicted)
+            self.history_version += 1
             return
         j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":

@@ -228,15 +228,16 @@ def test_eaco_with_the_paper_mix_shares_within_capacity(tmp_path, case):
 
 
 class _NoMemoEaco:
-    """EaCO judging every shared GPU afresh on every pass."""
+    """EaCO as the live path calls it: a fresh policy object for every call (no memo)."""
 
-    def __init__(self) -> None:
-        from slurm_plugin.policy.eaco_observe import observe
-        from slurm_plugin.policy.eaco_settings import EacoSettings
-        self.inner = get_policy("eaco")
-        self.name, self.slurm_settings = self.inner.name, self.inner.slurm_settings
-        self.advise = self.inner.advise
-        self.reconcile = lambda ctx: observe(ctx, EacoSettings.from_mapping(ctx.settings), "eaco")
+    name = "eaco"
+    slurm_settings = get_policy("eaco").slurm_settings
+
+    def advise(self, request, ctx):
+        return get_policy("eaco").advise(request, ctx)
+
+    def reconcile(self, ctx):
+        return get_policy("eaco").reconcile(ctx)
 
 
 @pytest.mark.parametrize("seed", range(3))
