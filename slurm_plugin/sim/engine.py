@@ -103,6 +103,8 @@ class Simulator:
         self.dirty = False
         self.bf_dirty = False
         self.bf_pending = False
+        self.state_version = 0      # changes with any node, a --begin passing, a queue reorder
+        self.bf_resume: tuple | None = None
         self.t0 = self.now
         self.changed_nodes: set[int] = set(range(len(self.nodes)))
         self.node_list: list = [None] * len(self.nodes)
@@ -137,6 +139,7 @@ class Simulator:
         n.avail = None
         n.room = None
         self.changed_nodes.add(n.pos)
+        self.state_version += 1
 
     # ---------------------------------------------------------------- policy calls
     def context(self) -> Context:
@@ -229,6 +232,7 @@ class Simulator:
         self.pending.append(j)
         if len(self.pending) > 1 and self.pending[-2].t.submit_s > j.t.submit_s:
             self.pending.sort(key=lambda x: (x.t.submit_s, x.t.line))   # requeued: keeps priority
+            self.state_version += 1
         self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
@@ -381,20 +385,29 @@ class Simulator:
 
     def _backfill(self) -> None:
         """One backfill pass: every job in priority order, up to ``backfill_depth`` of them; the
-        first that cannot start gets the reservation (EASY)."""
+        first that cannot start gets the reservation (EASY). A pass after one that started
+        nothing, with no node changed since (``state_version``), goes on where that one
+        stopped: the jobs it looked at would fail again, only jobs submitted since are new."""
         q = self.pending
         depth = self.spec.backfill_depth
-        res = None
-        head: SimJob | None = None
-        # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs, else
-        # the limit that would delay the head (a longer one would too)
-        skip: dict[tuple[int, int, int], float] = {}
         inf = float("inf")
-        i = considered = 0
         horizon = self.now + _EPS
+        self.bf_dirty = False
+        version = self.state_version
+        if self.bf_resume is not None and self.bf_resume[0] == version:
+            _, i, considered, skip, head, res = self.bf_resume
+            if considered >= depth or i >= len(q):
+                return
+        else:
+            res = None
+            head: SimJob | None = None
+            # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs,
+            # else the limit that would delay the head (a longer one would too)
+            skip: dict[tuple[int, int, int], float] = {}
+            i = considered = 0
         at_least, room = self._capacity()
         if at_least[1] == 0 and not room:
-            self.bf_dirty = False
+            self.bf_resume = (self.state_version, len(q), 0, {}, None, None)
             return
         while i < len(q) and considered < depth:
             j = q[i]
@@ -430,7 +443,9 @@ class Simulator:
             at_least, room = self._capacity()
             if at_least[1] == 0 and not room:
                 break
-        self.bf_dirty = False
+        # a pass that started a job leaves nothing to resume: its reservation predates the start
+        self.bf_resume = (self.state_version, i, considered, skip, head, res) \
+            if self.state_version == version else None
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -601,6 +616,7 @@ class Simulator:
             self._apply(a)
 
     def _apply(self, a: Action) -> None:
+        self.state_version += 1
         m = self.metrics
         m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
         if a.kind == "observe":
@@ -646,6 +662,7 @@ class Simulator:
         elif j.state == PENDING:
             self.pending.remove(j)
             self.pending_shared -= j.share
+            self.state_version += 1
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> dict[str, Any]:
@@ -686,6 +703,7 @@ class Simulator:
                     self._finish(obj)
                 elif kind == _BEGIN:
                     self.dirty = True
+                    self.state_version += 1
                 elif kind == _TIMEOUT:
                     if obj.state == RUNNING and obj.end_by_s == token:
                         self._settle(obj)   # a job ending exactly at its limit is not killed

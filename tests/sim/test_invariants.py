@@ -251,3 +251,25 @@ def test_eaco_observe_memo_changes_no_decision(tmp_path, seed, make_trace):
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     assert a["actions"].get("observe", 0) > 0      # groups were judged
     assert a == b
+
+
+class _FreshPasses(Simulator):
+    """Every backfill pass from the head of the queue (nothing resumed)."""
+
+    def _backfill(self):
+        self.bf_resume = None
+        super()._backfill()
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_resumed_backfill_passes_decide_as_fresh_ones(tmp_path, case, make_trace):
+    rng = random.Random(1000 + case)
+    spec = ClusterSpec(nodes=rng.randint(1, 4), gpus_per_node=rng.choice([2, 4, 8]),
+                       bf_interval_s=rng.choice([2.0, 30.0]),
+                       suspend_time_s=rng.choice([None, 600.0]))
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 120, spec.gpu_count), "canonical")
+    name = ("slurm-default", "fifo-packed", "gandiva", "eaco")[case % 4]
+    a = Simulator(jobs, spec, get_policy(name), seed=case).run()
+    b = _FreshPasses(jobs, spec, get_policy(name), seed=case).run()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a == b
