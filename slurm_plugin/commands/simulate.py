@@ -33,7 +33,7 @@ def table(results: list[dict[str, Any]]) -> str:
     """Side-by-side table; with several policies, a ratio to the first after each number."""
     base = results[0]
     width = max(14, *(len(r["policy"]) + 10 for r in results))
-    lines = ["metric".ljust(24) + "".join(r["policy"].rjust(width) for r in results)]
+    lines = ["metric".ljust(26) + "".join(r["policy"].rjust(width) for r in results)]
     for f in FIELDS[1:]:
         cells = []
         for r in results:
@@ -43,10 +43,10 @@ def table(results: list[dict[str, Any]]) -> str:
                     isinstance(b, (int, float)) and b:
                 cell += f" ({v / b:.2f}x)"
             cells.append(cell.rjust(width))
-        lines.append(f.ljust(24) + "".join(cells))
-    if any("energy_over_oracle" in r for r in results):
-        lines.append("energy_over_oracle".ljust(24) + "".join(
-            _fmt(r.get("energy_over_oracle")).rjust(width) for r in results))
+        lines.append(f.ljust(26) + "".join(cells))
+    for extra in ("energy_over_oracle", "energy_over_shared_oracle"):
+        if any(extra in r for r in results):
+            lines.append(extra.ljust(26) + "".join(_fmt(r.get(extra)).rjust(width) for r in results))
     return "\n".join(lines)
 
 
@@ -183,9 +183,13 @@ def simulate(trace: Path | None, trace_format: str, nodes: int | None, gpus_per_
         timelines[name] = series
     oracle = next((r for r in results if r.get("bound")), None) or \
         oracle_metrics(jobs, spec.resolved(), carbon, seed, mix)
-    if oracle["energy_kwh"]:
-        for r in results:
+    limit = int(cfg.section("eaco").get("max_jobs_per_gpu", 4))
+    shared = oracle_metrics(jobs, spec.resolved(), carbon, seed, mix, max_jobs_per_gpu=limit)
+    for r in results:
+        if oracle["energy_kwh"]:
             r["energy_over_oracle"] = r["energy_kwh"] / oracle["energy_kwh"]
+        if shared["energy_kwh"]:
+            r["energy_over_shared_oracle"] = r["energy_kwh"] / shared["energy_kwh"]
     if plot_file is not None:
         _plot(results, timelines, plot_file)
     if as_json:

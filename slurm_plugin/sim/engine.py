@@ -98,7 +98,9 @@ class Simulator:
         self.metrics = Metrics(len(jobs))
         self.gpu_power_total = self.idle_w * self.spec.gpu_count
         self.node_power_total = self.spec.node_base_power_w * self.spec.nodes
-        self.busy_gpus = 0
+        self.busy_gpus = 0          # GPUs holding a running job (not one waiting for a boot)
+        self.job_gpus = 0           # GPUs of running jobs, a shared GPU once per job
+        self.sm_util_total = 0.0    # summed SM utilisation (%) of every GPU
         self.nodes_on = self.spec.nodes
         self.dirty = False
         self.bf_dirty = False
@@ -124,6 +126,8 @@ class Simulator:
             m.energy_j += p * dt
             m.gpu_energy_j += self.gpu_power_total * dt
             m.busy_gpu_s += self.busy_gpus * dt
+            m.job_gpu_s += self.job_gpus * dt
+            m.sm_util_gpu_s += self.sm_util_total / 100.0 * dt
             m.node_on_s += self.nodes_on * dt
             if self.carbon is not None:
                 m.carbon_g += p * self.carbon.integral_h(self.now, t) / 1000.0
@@ -466,7 +470,6 @@ class Simulator:
                 self.nodes_by_free[g.node.free] -= 1
                 g.node.free -= 1
                 self.nodes_by_free[g.node.free] += 1
-                self.busy_gpus += 1
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
@@ -500,6 +503,10 @@ class Simulator:
     def _run_from(self, j: SimJob) -> None:
         """``j`` runs from now (its nodes are up): its time limit counts from here."""
         j.run_start_s = self.now
+        self.job_gpus += len(j.gpus)
+        for g in j.gpus:
+            self.busy_gpus += not g.running
+            g.running += 1
         if j.first_start_s is None:
             j.first_start_s = self.now
         j.end_by_s = self.now + j.limit_s
@@ -539,6 +546,7 @@ class Simulator:
             self._gpu_power(g)
 
     def _gpu_power(self, g: GpuState) -> None:
+        util = 0.0
         if g.node.power == OFF:
             new = 0.0
         elif not g.jobs:
@@ -547,8 +555,11 @@ class Simulator:
             p = self.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
             caps = [jb.cap_w for jb in g.jobs if jb.cap_w]
             new = min(p, self.max_power_w, min(caps)) if caps else min(p, self.max_power_w)
+            util = min(100.0, sum(jb.util_pct * jb.irate for jb in g.jobs if not jb.blocked))
         self.gpu_power_total += new - g.power_w
         g.power_w = new
+        self.sm_util_total += util - g.util_pct
+        g.util_pct = util
 
     def _power_node(self, n: NodeState, state: str) -> None:
         base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
@@ -580,7 +591,6 @@ class Simulator:
                 self.nodes_by_free[n.free] -= 1
                 n.free += 1
                 self.nodes_by_free[n.free] += 1
-                self.busy_gpus -= 1
                 self._gpu_power(g)
             else:
                 left.append(g)
@@ -590,6 +600,11 @@ class Simulator:
                 if self.spec.suspend_time_s is not None:
                     self._push(self.now + self.spec.suspend_time_s, _SUSPEND, n, self.now)
         del self.running[j.id]
+        if not j.blocked:
+            self.job_gpus -= len(j.gpus)
+            for g in j.gpus:
+                g.running -= 1
+                self.busy_gpus -= not g.running
         j.gpus = []
         return left
 

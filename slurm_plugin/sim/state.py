@@ -11,7 +11,8 @@ PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLE
 
 
 class GpuState:
-    __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var")
+    __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
+                 "running")
 
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
@@ -20,6 +21,8 @@ class GpuState:
         self.shards_used = 0
         self.power_w = 0.0
         self.var = var          # time multiplier per variability class, None = off
+        self.util_pct = 0.0     # SM utilisation from the physics (as GpuReadings reports it)
+        self.running = 0        # its jobs that run (not waiting for a node's boot)
 
 
 class NodeState:

@@ -81,7 +81,13 @@ def test_invariants_hold(tmp_path, case, make_trace):
     assert r["energy_kwh"] * 3.6e6 == pytest.approx(energy_j, rel=1e-9)
     assert r["gpu_energy_kwh"] <= r["energy_kwh"] + 1e-9
     assert all(row["power_w"] >= 0 and row["busy_gpus"] <= spec.gpu_count for row in rows)
-    assert 0 <= r["gpu_util"] <= 1 + 1e-9
+    for f in ("gpu_alloc_of_powered", "gpu_alloc_of_installed", "sm_util_of_powered"):
+        assert 0 <= r[f] <= 1 + 1e-9, f
+    assert r["gpu_alloc_of_installed"] <= r["gpu_alloc_of_powered"] + 1e-9
+    assert r["jobs_per_busy_gpu"] == 0 or r["jobs_per_busy_gpu"] >= 1 - 1e-9
+    busy_s = sum(row["busy_gpus"] * row["duration_s"] for row in rows)
+    powered_s = sum(row["nodes_on"] * row["duration_s"] for row in rows) * spec.gpus_per_node
+    assert r["gpu_alloc_of_powered"] == pytest.approx(busy_s / powered_s if powered_s else 0)
     assert r["avg_nodes_on"] <= spec.nodes + 1e-9
     assert rows[-1]["time_s"] + rows[-1]["duration_s"] <= max(j.end_s for j in sim.finished) + 1e-6
     if policy.name in ("slurm-default", "slurm-powersave"):
@@ -112,6 +118,10 @@ def test_powersave_suspends_idle_nodes_and_delays_starts_by_the_boot(tmp_path):
     # job b found its node suspended: it waits for the boot before running
     assert save["avg_jct_s"] == pytest.approx(100 + 300 / 2)
     assert on["avg_jct_s"] == pytest.approx(100)
+    # a booting node's GPU is powered but not busy: b's GPU is busy 100 s of its 400 s on
+    busy = 100 + 100
+    assert save["gpu_alloc_of_installed"] * 4 * save["makespan_s"] == pytest.approx(busy)
+    assert on["gpu_alloc_of_installed"] * 4 * on["makespan_s"] == pytest.approx(busy)
 
 
 def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
@@ -124,6 +134,13 @@ def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
     slow = colocated_slowdown("vgg16", "vgg16")[0]
     assert r["avg_jct_s"] == pytest.approx(1000 * slow)
     assert r["avg_runtime_stretch"] == pytest.approx(slow)
+    # one GPU powered and busy all along, holding two jobs
+    assert r["gpu_alloc_of_powered"] == pytest.approx(1.0)
+    assert r["jobs_per_busy_gpu"] == pytest.approx(2.0)
+    assert r["sharing_factor"] == pytest.approx(2.0)
+    from slurm_plugin.physics import job_class
+    want = min(100.0, 2 * job_class("vgg16").util_at(1) / slow) / 100
+    assert r["sm_util_of_powered"] == pytest.approx(want)
 
 
 def _starts(path, rows, spec, policy="slurm-default"):
