@@ -51,7 +51,8 @@ def has_backlog(ctx: Context) -> bool:
 def queued_shard(policy: str, request: JobRequest, ctx: Context, why: str) -> Placement:
     """No GPU has room now: ask Slurm for shards on whichever GPU frees first (unpinned), so
     jobs submitted while the cluster is full do not pile up on one GPU."""
-    total = max((g.shards_total for n in ctx.cluster.nodes for g in n.gpus), default=0)
+    # a node offers the same shards on each of its GPUs (gres.conf splits shard:N evenly)
+    total = max((n.gpus[0].shards_total for n in ctx.cluster.nodes if n.gpus), default=0)
     if total < MAX_JOBS_PER_GPU:
         return plain_placement(policy, request, why)
     return Placement(policy=policy, gpus=1, share_mode="shard", shards=total // MAX_JOBS_PER_GPU,
