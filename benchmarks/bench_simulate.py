@@ -1,67 +1,122 @@
 #!/usr/bin/env python3
-"""Simulator speed: a trace on a cluster with one policy, repeated; prints jobs/s, wall time and
-peak RSS of each run and the median.
+"""Simulator speed: every policy x class mix x trace/cluster, each run in a fresh process;
+prints a table of jobs/s (trace jobs over the whole run's wall time, trace reading included)
+and peak RSS, and the slowest cell.
 
-Usage: ``python benchmarks/bench_simulate.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv
-[--policy slurm-default] [--class-mix all] [--nodes 64] [--gpus-per-node 8] [--repeat 3]``
-(default trace: the built-in 1,000-job slice). Goal on the full Philly trace with 64 x 8 V100 and
-slurm-default: at most 20 s and 2 GB. Each run is a fresh process, so RSS is per run.
+Usage::
+
+    python benchmarks/bench_simulate.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
+        [--policies eaco,slurm-default] [--class-mixes all,eaco-paper] [--shapes 64x8,32x8] \\
+        [--concat 4] [--repeat 1]
+
+Default trace: the built-in 1,000-job slice. ``--concat N`` adds the trace repeated N times
+back to back (each copy shifted by the trace's span: about 211,000 jobs for the Sep-Oct trace
+with N = 4) on the first shape. Policies default to every registered name but aliases.
+Goal: every cell at least 2,000 jobs/s and under 1 GB peak RSS.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import sys
+import tempfile
+from datetime import datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from slurm_plugin.policy.registry import policy_names  # noqa: E402
 from slurm_plugin.proc import run  # noqa: E402
+from slurm_plugin.sim.trace import builtin_trace  # noqa: E402
+
+ALIASES = {"baseline"}      # other names of a policy already in the table
 
 _CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 from slurm_plugin.physics.classes import class_mix
 from slurm_plugin.sim.cluster import ClusterSpec
-from slurm_plugin.sim.run import Inputs, default_trace, simulate
+from slurm_plugin.sim.run import Inputs, simulate
 a = json.loads(sys.argv[1])
-inputs = Inputs(Path(a["trace"]) if a["trace"] else default_trace(), "philly",
+t0 = time.perf_counter()
+inputs = Inputs(Path(a["trace"]), "philly",
                 ClusterSpec(nodes=a["nodes"], gpus_per_node=a["gpus_per_node"]), "GB",
                 class_mix=class_mix(a["class_mix"]))
-t0 = time.perf_counter()
 r = simulate(inputs, a["policy"])
 wall = time.perf_counter() - t0
-print(json.dumps({"jobs": r["jobs"], "events": r["events"], "wall_s": wall,
-                  "sim_wall_s": r["sim_wall_s"],
+print(json.dumps({"jobs": r["jobs"], "unfinished": r.get("unfinished_jobs", 0), "wall_s": wall,
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
+def concatenated(trace: Path, copies: int, out_dir: Path) -> Path:
+    """The Philly trace ``copies`` times back to back, each copy shifted by the trace's span."""
+    with trace.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    fmt = "%Y-%m-%d %H:%M:%S"
+    times = [datetime.strptime(r["timestamp"].strip(), fmt) for r in rows]
+    span = max(times) - min(times) + timedelta(hours=1)
+    out = out_dir / f"{trace.stem}-x{copies}.csv"
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for k in range(copies):
+            for r, t in zip(rows, times):
+                w.writerow({**r, "timestamp": (t + k * span).strftime(fmt)})
+    return out
+
+
+def one(trace: Path, nodes: int, gpn: int, policy: str, mix: str) -> dict:
+    cfg = json.dumps({"trace": str(trace), "nodes": nodes, "gpus_per_node": gpn,
+                      "policy": policy, "class_mix": mix})
+    out = run([sys.executable, "-c", _CHILD, cfg], timeout_s=3600, cwd=str(ROOT))
+    return json.loads(out.stdout)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trace", default="")
-    ap.add_argument("--policy", default="slurm-default")
-    ap.add_argument("--class-mix", default="all", help="as wattctl simulate --class-mix")
-    ap.add_argument("--nodes", type=int, default=64)
-    ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--trace", type=Path, default=builtin_trace())
+    ap.add_argument("--policies", default=",".join(p for p in policy_names() if p not in ALIASES))
+    ap.add_argument("--class-mixes", default="all,eaco-paper")
+    ap.add_argument("--shapes", default="64x8,32x8", help="NODESxGPUS_PER_NODE, comma-separated")
+    ap.add_argument("--concat", type=int, default=0, help="also the trace N times back to back")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per cell (median jobs/s)")
     args = ap.parse_args()
-    cfg = json.dumps({"trace": args.trace, "policy": args.policy, "class_mix": args.class_mix,
-                      "nodes": args.nodes, "gpus_per_node": args.gpus_per_node})
-    runs = []
-    for i in range(args.repeat):
-        out = run([sys.executable, "-c", _CHILD, cfg], timeout_s=600,
-                  cwd=str(Path(__file__).resolve().parent.parent))
-        r = json.loads(out.stdout)
-        runs.append(r)
-        print(f"run {i + 1}: {r['jobs']} jobs, {r['events']} events, wall {r['wall_s']:.2f} s "
-              f"(loop {r['sim_wall_s']:.2f} s), {r['jobs'] / r['wall_s']:,.0f} jobs/s, "
-              f"peak RSS {r['rss_mib']:.0f} MiB")
-    wall = statistics.median(r["wall_s"] for r in runs)
-    print(f"median: wall {wall:.2f} s, {runs[0]['jobs'] / wall:,.0f} jobs/s, "
-          f"peak RSS {max(r['rss_mib'] for r in runs):.0f} MiB "
-          f"({args.policy}, class mix {args.class_mix}, {args.nodes} x {args.gpus_per_node} GPUs)")
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = [(args.trace, n, g, f"{args.trace.stem} {n}x{g}") for n, g in shapes]
+        if args.concat > 1:
+            big = concatenated(args.trace, args.concat, Path(tmp))
+            n, g = shapes[0]
+            traces.append((big, n, g, f"{args.trace.stem} x{args.concat} {n}x{g}"))
+        cols = [label for *_, label in traces]
+        rows = []
+        worst = None
+        for policy in args.policies.split(","):
+            for mix in args.class_mixes.split(","):
+                cells = []
+                for path, n, g, label in traces:
+                    runs = [one(path, n, g, policy, mix) for _ in range(args.repeat)]
+                    wall = statistics.median(r["wall_s"] for r in runs)
+                    rate = runs[0]["jobs"] / wall
+                    rss = max(r["rss_mib"] for r in runs)
+                    cells.append(f"{rate:>8,.0f} {rss:>5.0f}M")
+                    if worst is None or rate < worst[0]:
+                        worst = (rate, policy, mix, label, rss)
+                    print(f"{policy:16} {mix:11} {label:28} {runs[0]['jobs']:>7} jobs "
+                          f"{wall:7.1f} s {rate:8,.0f} jobs/s peak RSS {rss:5.0f} MiB "
+                          f"unfinished {runs[0]['unfinished']}", file=sys.stderr, flush=True)
+                rows.append((policy, mix, cells))
+    print("jobs/s and peak RSS per policy x class mix x trace (cluster nodes x GPUs)")
+    print(f"{'policy':16} {'class mix':11}" + "".join(f" {c:>28}" for c in cols))
+    for policy, mix, cells in rows:
+        print(f"{policy:16} {mix:11}" + "".join(f" {c:>28}" for c in cells))
+    if worst:
+        print(f"slowest: {worst[0]:,.0f} jobs/s ({worst[1]}, {worst[2]}, {worst[3]}), "
+              f"peak RSS up to {worst[4]:.0f} MiB")
     return 0
 
 

@@ -131,6 +131,7 @@ class Cluster:
     jobs: Mapping[str, Job] = field(default_factory=lambda: EMPTY_MAP)
     taken_s: float = 0.0
     name: str = "cluster"
+    pending_count: int | None = None   # pending jobs in ``jobs``, when the caller keeps a count
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -141,6 +142,18 @@ class Cluster:
     @property
     def gpu_count(self) -> int:
         return sum(len(n.gpus) for n in self.nodes)
+
+    def pending_at_least(self, limit: int) -> int:
+        """Pending jobs, counted up to ``limit`` (from ``pending_count`` when given)."""
+        if self.pending_count is not None:
+            return min(self.pending_count, limit)
+        n = 0
+        for job in self.jobs.values():
+            if job.pending:
+                n += 1
+                if n >= limit:
+                    break
+        return n
 
 
 @record

@@ -34,7 +34,7 @@ def table(results: list[dict[str, Any]]) -> str:
     """Side-by-side table; with several policies, a ratio to the first after each number."""
     base = results[0]
     width = max(14, *(len(r["policy"]) + 10 for r in results))
-    lines = ["metric".ljust(24) + "".join(r["policy"].rjust(width) for r in results)]
+    lines = ["metric".ljust(26) + "".join(r["policy"].rjust(width) for r in results)]
     for f in FIELDS[1:]:
         cells = []
         for r in results:
@@ -44,10 +44,10 @@ def table(results: list[dict[str, Any]]) -> str:
                     isinstance(b, (int, float)) and b:
                 cell += f" ({v / b:.2f}x)"
             cells.append(cell.rjust(width))
-        lines.append(f.ljust(24) + "".join(cells))
-    if any("energy_over_oracle" in r for r in results):
-        lines.append("energy_over_oracle".ljust(24) + "".join(
-            _fmt(r.get("energy_over_oracle")).rjust(width) for r in results))
+        lines.append(f.ljust(26) + "".join(cells))
+    for extra in ("energy_over_oracle", "energy_over_shared_oracle"):
+        if any(extra in r for r in results):
+            lines.append(extra.ljust(26) + "".join(_fmt(r.get(extra)).rjust(width) for r in results))
     return "\n".join(lines)
 
 
@@ -110,14 +110,17 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 @click.option("--trace-format", type=click.Choice(["philly", "canonical"]), default="philly",
               show_default=True,
               help="philly: timestamp,duration,num_gpus,gpu_time,cluster. canonical: job_id,"
-                   "submit_s,duration_s,num_gpus[,user,app,deadline_s,min_gpus,max_gpus].")
+                   "submit_s,duration_s,num_gpus[,user,app,deadline_s,min_gpus,max_gpus,"
+                   "time_limit_s].")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes  [default: 64]")
 @click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs per node  [default: 8]")
 @click.option("--gpu-type", default=None, help="GPU model with fitted physics  [default: V100]")
 @click.option("--cluster", "cluster_file", type=click.Path(path_type=Path), default=None,
               help="Cluster TOML ([cluster] nodes, gpus_per_node, gpu_type, shards_per_gpu, "
-                   "node_base_power_w, backfill_depth, reconcile_interval_s, suspend_time_s, "
-                   "resume_delay_s, suspended_power_w); not with --nodes/--gpus-per-node/--gpu-type.")
+                   "node_base_power_w, backfill_depth, bf_interval_s, sched_interval_s, "
+                   "time_limit_rule, time_limit_factor_max, reconcile_interval_s, suspend_time_s, "
+                   "resume_delay_s, suspended_power_w; see docs/simulator.md); not with "
+                   "--nodes/--gpus-per-node/--gpu-type.")
 @click.option("--policy", default=None, help="Policy name (see `wattctl policies`).")
 @click.option("--compare", default=None,
               help="Comma-separated policies run on the same inputs, shown side by side with "
@@ -143,17 +146,34 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
                    "with --compare, one file per policy: NAME inserted before the suffix).")
 @click.option("--plot", "plot_file", type=click.Path(path_type=Path), default=None,
               help="Plot cluster power over time to a PNG (needs matplotlib).")
-def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None, gpus_per_node: int | None,
+@click.option("--sweep", "sweep_file", type=click.Path(path_type=Path), default=None,
+              help="Run the grid of a sweep TOML file (policies x seeds x zones x clusters x "
+                   "traces; see docs/simulator.md): cells already done are skipped; one JSON "
+                   "line per cell in OUTPUT/results.jsonl and a summary with the spread over "
+                   "seeds. Other flags are ignored.")
+@click.option("--backend", type=click.Choice(["local", "slurm"]), default=None,
+              help="With --sweep: local cores, or one Slurm job array (default: the file's).")
+@click.option("--workers", type=click.IntRange(1), default=None,
+              help="With --sweep local: cells at once (default: the file's, else the cores).")
+@click.option("--wait-s", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="With --sweep on Slurm: wait up to this long for the array, then gather.")
+@click.option("--sweep-cell", type=click.IntRange(0), default=None, hidden=True)
+def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None,
+             gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
              carbon_file: Path | None, zone: str | None, variability_file: Path | None, seed: int,
              mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
-             plot_file: Path | None) -> None:
+             plot_file: Path | None, sweep_file: Path | None, backend: str | None,
+             workers: int | None, wait_s: float, sweep_cell: int | None) -> None:
     """Replay a GPU job trace through scheduling policies with calibrated GPU physics.
 
     Energy integrates every GPU (idle ones too) and node base power; carbon multiplies it by the
     carbon series aligned to the trace by hour of week from the series' first full week,
     wrapping around. The same inputs and --seed give the same numbers.
     """
+    if sweep_file is not None:
+        _sweep(sweep_file, backend, workers, wait_s, sweep_cell)
+        return
     if (policy is None) == (compare is None):
         raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
     if trace is not None and from_sacct is not None:
@@ -213,9 +233,13 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         timelines[name] = series
     oracle = next((r for r in results if r.get("bound")), None) or \
         oracle_metrics(jobs, spec.resolved(), carbon, seed, mix)
-    if oracle["energy_kwh"]:
-        for r in results:
+    limit = int(cfg.section("eaco").get("max_jobs_per_gpu", 4))
+    shared = oracle_metrics(jobs, spec.resolved(), carbon, seed, mix, max_jobs_per_gpu=limit)
+    for r in results:
+        if oracle["energy_kwh"]:
             r["energy_over_oracle"] = r["energy_kwh"] / oracle["energy_kwh"]
+        if shared["energy_kwh"]:
+            r["energy_over_shared_oracle"] = r["energy_kwh"] / shared["energy_kwh"]
     if plot_file is not None:
         _plot(results, timelines, plot_file)
     if as_json:
@@ -225,3 +249,40 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
             click.echo(sacct.line())
         click.echo(table(results))
 
+
+
+def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
+           cell: int | None) -> None:
+    from ..sim.sweep import load_sweep
+    from ..sim.sweep_run import gather, run_cell, run_local, submit_array, wait_array
+    sweep = load_sweep(path)
+    if cell is not None:
+        run_cell(sweep, cell)
+        return
+    for name in {c.policy for c in sweep.cells}:
+        get_policy(name, f"{path}: sweep.policies")
+    bar = _progress_bar()
+    report = None
+    if bar is not None:
+        def report(done: int, total: int) -> None:
+            n = int(30 * done / max(1, total))
+            click.echo(f"\r[{'#' * n}{'.' * (30 - n)}] {done}/{total} cells", err=True, nl=False)
+    if (backend or sweep.backend) == "slurm":
+        job = submit_array(sweep)
+        if job:
+            click.echo(f"sweep: {len(sweep.missing())} cells in Slurm job array {job}", err=True)
+        wait_array(sweep, wait_s, progress=report)
+        errors = []
+    else:
+        errors = run_local(sweep, workers, report)
+    if report is not None:
+        click.echo("", err=True)
+    lines, table = gather(sweep)
+    click.echo(table)
+    left = len(sweep.cells) - len(lines)
+    click.echo(f"sweep: {len(lines)}/{len(sweep.cells)} cells in {sweep.output / 'results.jsonl'}"
+               + (f"; {left} left (run again to resume)" if left else ""), err=True)
+    for e in errors:
+        click.echo(f"sweep: {e}", err=True)
+    if errors:
+        raise click.exceptions.Exit(1)

@@ -21,6 +21,9 @@ class Context:
     now_s: float = 0.0
     settings: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)      # the policy's own section of the site config
     history: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)     # observed figures keyed by policy (e.g. pair slowdown)
+    # Changes with every change to ``history`` when the caller counts them (the simulator);
+    # None: unknown. A policy may key caches on it; results must not depend on it.
+    history_version: int | None = None
 
 
 class Policy(Protocol):

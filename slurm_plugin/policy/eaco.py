@@ -37,7 +37,7 @@ from types import MappingProxyType
 from ..model import Action, Gpu, Job, JobRequest, Node, Placement
 from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
-from .eaco_observe import observe
+from .eaco_observe import ObserveMemo, observe
 from .eaco_predict import (
     deadline_of,
     group_slowdowns,
@@ -79,12 +79,27 @@ class _Candidate:
 
 
 class _Shares:
-    """Per call: the shard weights of the job's class on each kind of GPU."""
+    """Per call: the shard weights of the job's class on each kind of GPU. ``tables`` (the
+    policy's, kept between calls) holds the weight tables of one history version."""
 
-    def __init__(self, app: str, need_mib: int, s: EacoSettings,
-                 history: Mapping[str, float]) -> None:
+    def __init__(self, app: str, need_mib: int, s: EacoSettings, history: Mapping[str, float],
+                 version: int | None = None, tables: dict | None = None) -> None:
         self.app, self.need_mib, self.s, self.history = app, need_mib, s, history
         self._cache: dict[tuple, int] = {}
+        self._tables = tables if version is not None and tables is not None else None
+        if self._tables is not None and self._tables.get("version") != (version, s):
+            self._tables.clear()
+            self._tables["version"] = (version, s)
+
+    def _table(self, g: Gpu, gpus_per_node: int) -> dict[str, int]:
+        key = (g.shards_total, g.memory_mib, g.model, gpus_per_node)
+        t = self._tables.get(key) if self._tables is not None else None
+        if t is None:
+            t = share_weights(g.shards_total, g.memory_mib, self.s, self.history, g.model,
+                              gpus_per_node)
+            if self._tables is not None:
+                self._tables[key] = t
+        return t
 
     def weight(self, g: Gpu, gpus_per_node: int) -> int:
         """Shards this job takes on ``g`` (0: it cannot share such a GPU, or its memory
@@ -92,23 +107,11 @@ class _Shares:
         key = (g.shards_total, g.memory_mib, g.model, gpus_per_node)
         w = self._cache.get(key)
         if w is None:
-            w = share_weights(g.shards_total, g.memory_mib, self.s, self.history, g.model,
-                              gpus_per_node).get(self.app, 0)
+            w = self._table(g, gpus_per_node).get(self.app, 0)
             if w and self.need_mib > memory_cap_mib(g.memory_mib, w, g.shards_total, self.s):
                 w = 0
             self._cache[key] = w
         return w
-
-
-def _queued(jobs: Mapping[str, Job], limit: int) -> int:
-    """Pending jobs, counted up to ``limit``."""
-    n = 0
-    for job in jobs.values():
-        if job.pending:
-            n += 1
-            if n >= limit:
-                break
-    return n
 
 
 def _residents(gpu: Gpu, jobs: Mapping[str, Job]) -> list[_Resident] | None:
@@ -144,27 +147,52 @@ def _refusal(request: JobRequest, s: EacoSettings, cls: JobClass | None, own_uti
     return ""
 
 
-def _extend_s(node: Node, jobs: Mapping[str, Job], now: float, run_s: float | None,
-              busy: int, ctx: Context) -> float:
-    """Node-on time a job of ``run_s`` seconds started now adds to ``node``: past the expected
-    end (start + time limit) of the node's last job; all of it on an empty node, plus the boot
-    on a suspended one (its GPUs read 0 W). 0 when the job's run time is unknown."""
-    if run_s is None:
-        return 0.0
-    end = now + run_s
+def _node_idle(node: Node, jobs: Mapping[str, Job], busy: int,
+               ctx: Context) -> tuple[bool, float | None]:
+    """Whether ``node`` is empty, and then the boot it needs first (its GPUs read 0 W when it
+    is suspended), else the expected end (start + time limit) of its last job, None when a
+    job's end is unknown (the node stays on anyway)."""
     if not busy:
         reading = ctx.readings.gpus.get((node.name, node.gpus[0].index)) \
             if ctx.readings.gpus else None
-        boot = node_resume_delay_s() if reading is not None and reading.power_w <= 0 else 0.0
-        return run_s + boot
-    last = now
+        return True, node_resume_delay_s() if reading is not None and reading.power_w <= 0 else 0.0
+    last = float("-inf")
     for g in node.gpus:
         for jid in ((g.exclusive_job,) if g.exclusive_job else g.shard_jobs):
             job = jobs.get(jid)
             if job is None or job.start_s is None or job.time_limit_s is None:
-                return 0.0          # a job of unknown end: the node stays on anyway
+                return False, None
             last = max(last, job.start_s + job.time_limit_s)
-    return max(0.0, end - last)
+    return False, last
+
+
+def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) -> float:
+    """Node-on time a job of ``run_s`` seconds started now adds to a node (``_node_idle``):
+    past the expected end of the node's last job; all of it on an empty node, plus the boot on
+    a suspended one. 0 when the job's run time or a resident's end is unknown."""
+    empty, at = idle
+    if run_s is None or at is None:
+        return 0.0
+    if empty:
+        return run_s + at
+    return max(0.0, now + run_s - max(now, at))
+
+
+class _NodeMemo:
+    """Per node, while its view is the same object: the candidate parts of each kind of
+    request and when it goes idle. Candidates depend only on the node, the request's shape and
+    class, the settings and the share weight (part of the key); reused between calls."""
+
+    __slots__ = ("node", "parts", "idle", "same_kind")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.parts: dict[tuple, tuple | None] = {}
+        self.idle: tuple[bool, float | None] | None = None
+        g0 = node.gpus[0] if node.gpus else None
+        self.same_kind = g0 is not None and all(
+            (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
+            for g in node.gpus)
 
 
 class Eaco:
@@ -182,7 +210,8 @@ class Eaco:
             return plain_placement(self.name, request, f"eaco: exclusive GPUs: {why}")
         assert cls is not None
         need_mib = request.memory_per_gpu_mib or cls.memory_mib
-        shares = _Shares(request.app, need_mib, s, ctx.history)
+        shares = _Shares(request.app, need_mib, s, ctx.history, ctx.history_version,
+                         self._weights)
         sample = self._sample_gpu(ctx, request)
         if sample is None:
             return plain_placement(self.name, request,
@@ -193,7 +222,7 @@ class Eaco:
                 f"eaco: exclusive GPUs: class {request.app!r} shares a GPU with no class within "
                 f"the limits (slowdown {s.max_slowdown:g}, utilisation "
                 f"{s.util_threshold_pct:g}%, memory {s.mem_threshold_pct:g}%)")
-        queued = _queued(ctx.cluster.jobs, QUEUE_DEPTH)
+        queued = ctx.cluster.pending_at_least(QUEUE_DEPTH)
         summary = f"{queued}+ jobs queued, it would not start now"
         if queued < QUEUE_DEPTH:
             options = self._options(request, ctx, s, shares, own_util)
@@ -216,8 +245,14 @@ class Eaco:
                                f"eaco: exclusive GPUs: nothing to share with now ({summary}); "
                                "Slurm places it")
 
+    def __init__(self) -> None:
+        # work saved between calls on unchanged node views; never changes a decision
+        self._memo = ObserveMemo()
+        self._nodes: dict[str, _NodeMemo] = {}
+        self._weights: dict = {}        # share weight tables of one history version
+
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name)
+        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
 
     # ------------------------------------------------------------------ placements
     def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, cand: _Candidate,
@@ -273,35 +308,34 @@ class Eaco:
         now = ctx.now_s
         run_s = request.time_limit_s
         out: list[_Candidate] = []
+        memo = self._nodes
         for pos, node in enumerate(ctx.cluster.nodes):
             if not node.available or len(node.gpus) < k:
                 continue
-            busy, free, shared = 0, [], []
-            for g in node.gpus:
-                if not g.is_free:
-                    busy += 1
-                if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
-                    continue
-                w = shares.weight(g, len(node.gpus))
-                if not w:
-                    continue
-                if g.is_free:
-                    free.append(g)
-                elif g.exclusive_job is None:
-                    entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
-                    if entry is not None:
-                        shared.append(entry)
-            if len(free) < k and not shared:
+            m = memo.get(node.name)
+            if m is None or m.node is not node:
+                m = memo[node.name] = _NodeMemo(node)
+            key = None
+            if m.same_kind:
+                key = (request.app, k, want_model, shares.need_mib, own_util, s,
+                       shares.weight(node.gpus[0], len(node.gpus)))
+                part = m.parts.get(key, False)
+            else:
+                part = False
+            if part is False:
+                part = self._node_part(node, k, want_model, jobs, s, shares, own_util)
+                if key is not None:
+                    m.parts[key] = part
+            if part is None:
                 continue
-            extend = _extend_s(node, jobs, now, run_s, busy, ctx)
-            # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
-            # queued earlier without a pin would otherwise take the pinned GPU before it.
-            free.reverse()
+            busy, free, shared = part
+            if m.idle is None:
+                m.idle = _node_idle(node, jobs, busy, ctx)
+            extend = _extend_s(m.idle, now, run_s)
             if len(free) >= k:
                 out.append(_Candidate(node, pos, busy, free[:k], [[] for _ in range(k)], 0.0,
                                       0.0, extend, alone=True))
             if shared and len(shared) + len(free) >= k:
-                shared.sort(key=lambda e: (-e[1], e[0].index))
                 chosen = shared[:k]
                 fill = free[:k - len(chosen)]
                 out.append(_Candidate(
@@ -310,6 +344,34 @@ class Eaco:
                     sum(e[1] for e in chosen), max(e[2] for e in chosen), extend))
         out.sort(key=lambda c: (c.extend_s, c.alone, c.util_pct, -c.busy, c.pos))
         return out
+
+    def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
+                   s: EacoSettings, shares: _Shares, own_util: float) -> tuple | None:
+        """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
+        index first), and its shared GPUs the job may join (most utilised first); None when
+        the node offers no candidate."""
+        busy, free, shared = 0, [], []
+        for g in node.gpus:
+            if not g.is_free:
+                busy += 1
+            if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
+                continue
+            w = shares.weight(g, len(node.gpus))
+            if not w:
+                continue
+            if g.is_free:
+                free.append(g)
+            elif g.exclusive_job is None:
+                entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
+                if entry is not None:
+                    shared.append(entry)
+        if len(free) < k and not shared:
+            return None
+        # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
+        # queued earlier without a pin would otherwise take the pinned GPU before it.
+        free.reverse()
+        shared.sort(key=lambda e: (-e[1], e[0].index))
+        return busy, free, shared
 
     @staticmethod
     def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,

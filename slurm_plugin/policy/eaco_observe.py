@@ -12,6 +12,13 @@ keys ``pair:<apps>``, ``pair:<apps>:predicted``, ``job:<key>:slowdown`` and the 
 ``move_exclusive`` action, for the most slowed job whose slowdown exceeds ``max_slowdown`` or
 whose deadline only an exclusive GPU still meets (this one only while such a GPU is free). No
 job gets two actions in one pass.
+
+Repeated passes (``ObserveMemo``, kept by the policy object between its calls): a node's shared
+GPUs are found again only when the node's view changed, and a *quiet* group (judged, nothing to
+do, every job under 99% of the limit and its deadline out of an exclusive GPU's reach) is not
+judged again while its members and the history figures its verdict rests on (``_verdict_keys``)
+stay the same: its observed slowdown cannot move then, so neither can its verdict. The memo only
+skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import Action, Gpu, Job, Progress
+from ..model import Action, Gpu, Job, Node, Progress
 from .base import Context
 from .eaco_predict import (
     deadline_of,
@@ -177,18 +184,109 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     return out
 
 
-def observe(ctx: Context, s: EacoSettings, policy: str) -> tuple[Action, ...]:
+class ObserveMemo:
+    """What one pass learnt that the next may reuse (see the module docstring): per node, its
+    view, the history version then, its shared GPUs still to judge and all of them; per quiet
+    group, the
+    history keys and values its verdict rests on."""
+
+    __slots__ = ("nodes", "quiet")
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
+        self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
+
+
+def _verdict_keys(g: _Group) -> tuple[str, ...]:
+    """The history keys a group's verdict reads: group and pair slowdowns, its marker and
+    marks, each job's solo figures."""
+    apps = [j.app for j, _ in g.members]
+    keys = [group_key(apps), f"seen:{g.gid}"]
+    keys += [group_key((a, b)) for i, a in enumerate(apps) for b in apps[i + 1:]]
+    for job, _ in g.members:
+        key = repeat_key_of(job)
+        keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s", f"job:{key}:slowdown",
+                 f"mark:{g.gid}:{job.job_id}:step", f"mark:{g.gid}:{job.job_id}:t"]
+    return tuple(keys)
+
+
+def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
+    """Judged, nothing to do, and nothing but the history or the members could change that:
+    every job well under the limit and its deadline out of an exclusive GPU's reach."""
+    history = ctx.history
+    if f"seen:{g.gid}" not in history:
+        return False
+    for (job, p), m in zip(g.members, (_marks(g.gid, j.job_id, history) for j, _ in g.members)):
+        obs = _observed(job, p, m, s, history) if m is not None else None
+        if obs is None or obs > 0.99 * s.max_slowdown:
+            return False
+        solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, history)
+        if solo_s is not None:
+            left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
+            if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
+                return False     # late sharing: a free GPU later could make it move
+    return True
+
+
+def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None) -> tuple[Gpu, ...]:
+    """The GPUs of ``node`` with two or more jobs, less quiet groups: from the memo while the
+    node's view is the same object and the history the same version."""
+    hit = memo.nodes.get(node.name) if memo is not None else None
+    if hit is not None and hit[0] is node:
+        if ctx.history_version is not None and hit[1] == ctx.history_version:
+            return hit[2]
+        shared = hit[3]
+    else:
+        shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+    out = []
+    history = ctx.history
+    for gpu in shared:
+        if memo is not None:
+            q = memo.quiet.get("+".join(sorted(gpu.shard_jobs)))
+            if q is not None and all(history.get(k) == v for k, v in zip(*q)):
+                continue
+        out.append(gpu)
+    return tuple(out)
+
+
+def _remember(memo: ObserveMemo, node: Node, ctx: Context, to_judge: tuple[Gpu, ...]) -> None:
+    hit = memo.nodes.get(node.name)
+    if hit is not None and hit[0] is node and hit[1] == ctx.history_version and hit[2] == to_judge:
+        return
+    shared = hit[3] if hit is not None and hit[0] is node else \
+        tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+    memo.nodes[node.name] = (node, ctx.history_version, to_judge, shared)
+
+
+def observe(ctx: Context, s: EacoSettings, policy: str,
+            memo: ObserveMemo | None = None) -> tuple[Action, ...]:
     """One pass over every shared GPU (see the module docstring)."""
     actions: list[Action] = []
     acted: set[str] = set()
+    history = ctx.history
     for node in ctx.cluster.nodes:
-        for gpu in node.gpus:
-            if len(gpu.shard_jobs) < 2:
-                continue
+        gpus = _to_judge(node, ctx, memo)
+        if not gpus:
+            if memo is not None:
+                _remember(memo, node, ctx, gpus)
+            continue
+        keep = []
+        for gpu in gpus:
             g = _group(node.name, gpu, ctx)
             if g is None:
+                keep.append(gpu)
                 continue
-            for a in _judge(g, ctx, s, policy, acted):
+            out = _judge(g, ctx, s, policy, acted)
+            for a in out:
                 actions.append(a)
                 acted.add(a.job_id)
+            if memo is not None and not out and _quiet(g, ctx, s):
+                keys = _verdict_keys(g)
+                memo.quiet[g.gid] = (keys, tuple(history.get(k) for k in keys))
+            else:
+                keep.append(gpu)
+        if memo is not None:
+            _remember(memo, node, ctx, tuple(keep))
+    if memo is not None and len(memo.quiet) > 4096:
+        memo.quiet.clear()      # groups end; a bound keeps the memo small
     return tuple(actions)

@@ -45,13 +45,14 @@ def shareable_gpus(ctx: Context, max_jobs: int) -> Iterator[Gpu]:
 def has_backlog(ctx: Context) -> bool:
     """Some job is waiting: a new job would wait its turn, so pinning it to a GPU that has room
     now would only pile later jobs onto the same GPU."""
-    return any(job.pending for job in ctx.cluster.jobs.values())
+    return ctx.cluster.pending_at_least(1) > 0
 
 
 def queued_shard(policy: str, request: JobRequest, ctx: Context, why: str) -> Placement:
     """No GPU has room now: ask Slurm for shards on whichever GPU frees first (unpinned), so
     jobs submitted while the cluster is full do not pile up on one GPU."""
-    total = max((g.shards_total for n in ctx.cluster.nodes for g in n.gpus), default=0)
+    # a node offers the same shards on each of its GPUs (gres.conf splits shard:N evenly)
+    total = max((n.gpus[0].shards_total for n in ctx.cluster.nodes if n.gpus), default=0)
     if total < MAX_JOBS_PER_GPU:
         return plain_placement(policy, request, why)
     return Placement(policy=policy, gpus=1, share_mode="shard", shards=total // MAX_JOBS_PER_GPU,

@@ -20,13 +20,7 @@ MAX_JOBS_PER_GPU = 2
 
 
 def _queue_is_long(ctx: Context) -> bool:
-    waiting = 0
-    for job in ctx.cluster.jobs.values():
-        if job.pending:
-            waiting += 1
-            if waiting >= QUEUE_THRESHOLD:
-                return True
-    return False
+    return ctx.cluster.pending_at_least(QUEUE_THRESHOLD) >= QUEUE_THRESHOLD
 
 
 class Gandiva:

@@ -3,8 +3,11 @@
 Each job runs at its most energy-efficient power cap, with no interference and no waiting, and
 idle GPUs and nodes draw nothing: a job pays its dynamic GPU power plus a share of the static
 power (GPU idle power and node base power) in proportion to its utilisation, as on a perfectly
-packed cluster with no idle capacity. The simulator computes it from the trace
-(``energy_bound``); as a live policy it advises that power cap and changes nothing else.
+packed cluster with no idle capacity. That share can be as small as a few percent (about 20 jobs
+on one GPU), which no policy may do: with ``max_jobs_per_gpu`` (the site's share limit) a job
+pays at least ``1 / max_jobs_per_gpu`` of the static power, a bound a policy within the limit
+could approach. The simulator computes both from the trace (``energy_bound``); as a live policy
+it advises that power cap and changes nothing else.
 """
 
 from __future__ import annotations
@@ -27,13 +30,17 @@ class JobBound:
 
 
 def energy_bound(app: str, gpus: int, duration_s: float, gpu_type: str = "V100",
-                 gpus_per_node: int = 8, node_base_w: float | None = None) -> JobBound:
-    """The least energy job ``app`` on ``gpus`` GPUs, ``duration_s`` uncapped, can use."""
+                 gpus_per_node: int = 8, node_base_w: float | None = None,
+                 max_jobs_per_gpu: int | None = None) -> JobBound:
+    """The least energy job ``app`` on ``gpus`` GPUs, ``duration_s`` uncapped, can use; with
+    ``max_jobs_per_gpu``, sharing a GPU with at most that many jobs."""
     cls = job_class(app)
     idle = idle_power_w(gpu_type)
     base = node_base_power_w() if node_base_w is None else node_base_w
     p0 = cls.power_at(gpus, gpu_type)
     share = cls.util_at(gpus) / 100
+    if max_jobs_per_gpu:
+        share = max(share, 1.0 / max_jobs_per_gpu)
     best: JobBound | None = None
     for cap in (None,) + cap_settings_w(gpu_type):
         slow = cap_slowdown(p0, cap, gpu_type)

@@ -8,11 +8,21 @@ gpu_type = "V100"
 shards_per_gpu = 4          # shards a GPU offers for sharing (0: no sharing)
 node_base_power_w = 400.0   # default from the fitted physics
 backfill_depth = 100        # Slurm bf_max_job_test
+bf_interval_s = 2.0         # SchedulerParameters=bf_interval (Slurm's default 30)
+sched_interval_s = 2.0      # SchedulerParameters=sched_interval (Slurm's default 60)
+time_limit_rule = "modal"   # limits of trace jobs without time_limit_s: modal | exact
+time_limit_factor_max = 4.0 # modal: users over-ask by up to this factor (before rounding)
 reconcile_interval_s = 300.0
 suspend_time_s = 600.0      # Slurm SuspendTime (power saving); absent = nodes stay powered
 resume_delay_s = 300.0      # boot time of a suspended node
 suspended_power_w = 15.0
 ```
+
+Slurm's two schedulers: the main one runs when a job is submitted or ends and every
+``sched_interval_s``, in priority order, and stops at the first job that cannot start; the
+backfill pass runs every ``bf_interval_s``. Both defaults are the local test cluster's
+slurm.conf values (``SCHED_DEFAULTS``), so the simulator is a twin of that cluster out of the box;
+a production cluster's slurm.conf values go in the cluster file.
 """
 
 from __future__ import annotations
@@ -25,6 +35,11 @@ from typing import Any
 from ..errors import ConfigError
 from ..physics import (idle_power_w, node_base_power_w, node_resume_delay_s,
                        node_suspended_power_w)
+from .time_limits import RULES
+
+
+# SchedulerParameters of slurm_plugin/localcluster/slurm.conf.j2 (a test checks they agree).
+SCHED_DEFAULTS = {"bf_interval_s": 2.0, "sched_interval_s": 2.0}
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,10 @@ class ClusterSpec:
     shards_per_gpu: int = 4
     node_base_power_w: float | None = None
     backfill_depth: int = 100
+    bf_interval_s: float = SCHED_DEFAULTS["bf_interval_s"]
+    sched_interval_s: float = SCHED_DEFAULTS["sched_interval_s"]
+    time_limit_rule: str = "modal"
+    time_limit_factor_max: float = 4.0
     reconcile_interval_s: float = 300.0
     suspend_time_s: float | None = None
     resume_delay_s: float | None = None
@@ -68,7 +87,8 @@ class ClusterSpec:
 
 
 _MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w": 0,
-        "backfill_depth": 1, "reconcile_interval_s": 1, "suspend_time_s": 0,
+        "backfill_depth": 1, "reconcile_interval_s": 1, "bf_interval_s": 1, "sched_interval_s": 1,
+        "time_limit_factor_max": 1, "suspend_time_s": 0,
         "resume_delay_s": 0, "suspended_power_w": 0}
 
 
@@ -90,9 +110,11 @@ def load_cluster(path: str | Path) -> ClusterSpec:
         if key not in known:
             raise ConfigError(str(p), f"cluster.{key}", raw,
                               f"unknown key; valid keys: {', '.join(known)}")
-        if key == "gpu_type":
+        if key in ("gpu_type", "time_limit_rule"):
             if not isinstance(raw, str):
                 raise ConfigError(str(p), f"cluster.{key}", raw, "expected a string")
+            if key == "time_limit_rule" and raw not in RULES:
+                raise ConfigError(str(p), f"cluster.{key}", raw, f"choose one of: {', '.join(RULES)}")
             values[key] = raw
             continue
         want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth")

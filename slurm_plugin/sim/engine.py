@@ -1,9 +1,16 @@
 """The event loop: Slurm's own scheduling plus the policy's advice, driven by the physics.
 
-Slurm is emulated as configured out of the box: jobs in priority (submit) order, EASY backfill
-(the first blocked job gets a reservation; later jobs start now only if they end before it or
-leave its GPUs alone; estimates are the trace durations, as a user's exact time limit; at most
-``backfill_depth`` jobs are looked at per pass), whole GPUs, nodes first-fit in name order. A
+Slurm is emulated as configured (``ClusterSpec``): jobs in priority (submit) order. The main
+scheduler runs when a job is submitted, ends or is requeued (and when a ``--begin`` time passes),
+and starts jobs in order until the first that cannot start, which blocks every later one. The
+backfill pass runs every ``bf_interval_s`` (on ticks at whole multiples from the first
+submission, skipped when nothing changed since the last pass, which would decide the same):
+EASY backfill, the first blocked job gets a reservation and later jobs start now only if their
+*time limit* ends before it or they leave its GPUs alone; running jobs are expected to end at
+start + time limit, as Slurm expects; at most ``backfill_depth`` jobs are looked at per pass.
+A job still running at its time limit is killed (``jobs_timed_out``). Time limits come from the
+trace (``time_limit_s``) or the seeded rule of ``time_limits``, in whole minutes. Whole GPUs,
+nodes first-fit in name order. A
 policy's ``Placement`` is honoured as Slurm honours the sbatch options wattbatch renders from it:
 pinned nodes and GPU indexes, shards on a shared GPU, ``--begin``, a power cap. Every
 ``reconcile_interval_s`` the policy's ``reconcile`` runs and its Actions are applied.
@@ -29,10 +36,11 @@ from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
 from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob
+from .time_limits import draw_limit_s, whole_minutes_s
 from .trace import TraceJob
 from .views import GpuReadings, ProgressView
 
-_FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE = range(5)
+_FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
 
 
@@ -52,6 +60,7 @@ class Simulator:
         self.settings = MappingProxyType(dict(settings or {}))
         self.history: dict[str, float] = {}
         self.history_view = MappingProxyType(self.history)
+        self.history_version = 0
         self.trace = jobs
         self.timeline, self.progress = timeline, progress
         gt = self.spec.gpu_type
@@ -70,6 +79,10 @@ class Simulator:
             n.free = self.spec.gpus_per_node
             self.nodes.append(n)
         self.node_by_name = {n.name: n for n in self.nodes}
+        # capacity indexes: nodes by free GPU count, shareable GPUs by free shards
+        self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
+        self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
+        self.gpus_by_room[self.spec.shards_per_gpu] = self.spec.gpu_count
         self.now = jobs[0].submit_s if jobs else 0.0
         for n in self.nodes:
             n.idle_since = self.now
@@ -85,10 +98,18 @@ class Simulator:
         self.metrics = Metrics(len(jobs))
         self.gpu_power_total = self.idle_w * self.spec.gpu_count
         self.node_power_total = self.spec.node_base_power_w * self.spec.nodes
-        self.busy_gpus = 0
+        self.busy_gpus = 0          # GPUs holding a running job (not one waiting for a boot)
+        self.job_gpus = 0           # GPUs of running jobs, a shared GPU once per job
+        self.sm_util_total = 0.0    # summed SM utilisation (%) of every GPU
         self.nodes_on = self.spec.nodes
         self.dirty = False
-        self.nodes_changed = True
+        self.bf_dirty = False
+        self.bf_pending = False
+        self.state_version = 0      # changes with any node, a --begin passing, a queue reorder
+        self.bf_resume: tuple | None = None
+        self.t0 = self.now
+        self.changed_nodes: set[int] = set(range(len(self.nodes)))
+        self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
         self._forecast_cache: tuple[int, tuple] = (-1, ())
 
@@ -105,6 +126,8 @@ class Simulator:
             m.energy_j += p * dt
             m.gpu_energy_j += self.gpu_power_total * dt
             m.busy_gpu_s += self.busy_gpus * dt
+            m.job_gpu_s += self.job_gpus * dt
+            m.sm_util_gpu_s += self.sm_util_total / 100.0 * dt
             m.node_on_s += self.nodes_on * dt
             if self.carbon is not None:
                 m.carbon_g += p * self.carbon.integral_h(self.now, t) / 1000.0
@@ -118,17 +141,22 @@ class Simulator:
     def _touch(self, n: NodeState) -> None:
         n.dirty = True
         n.avail = None
-        self.nodes_changed = True
+        n.room = None
+        self.changed_nodes.add(n.pos)
+        self.state_version += 1
 
     # ---------------------------------------------------------------- policy calls
     def context(self) -> Context:
         """What a policy sees now: the same frozen types as on the live cluster."""
         spec = self.spec
-        if self.nodes_changed:
-            self.node_views = tuple(n.model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
-                                    for n in self.nodes)
-            self.nodes_changed = False
-        cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim")
+        if self.changed_nodes:     # only the nodes that changed get a new view
+            views, nodes = self.node_list, self.nodes
+            for pos in self.changed_nodes:
+                views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+            self.changed_nodes.clear()
+            self.node_views = tuple(views)
+        cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
+                          pending_count=len(self.pending))
         ci, forecast = None, ()
         if self.carbon is not None:
             hour = int(self.now // 3600)
@@ -139,14 +167,15 @@ class Simulator:
         readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
                             carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
-                       settings=self.settings, history=self.history_view)
+                       settings=self.settings, history=self.history_view,
+                       history_version=self.history_version)
 
-    def _request(self, t: TraceJob, app: str) -> JobRequest:
+    def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
         nodes = -(-t.num_gpus // gpn)
         return JobRequest(name=f"job{t.job_id}", user=t.user, gpus=-(-t.num_gpus // nodes),
                           num_nodes=nodes, gpu_model=self.spec.gpu_type.lower(),
-                          time_limit_s=t.duration_s, deadline_s=t.deadline_s, app=app,
+                          time_limit_s=limit_s, deadline_s=t.deadline_s, app=app,
                           min_gpus=t.min_gpus, max_gpus=t.max_gpus, submit_s=t.submit_s,
                           job_id=t.job_id, repeat_key=f"{t.user}:{app}")
 
@@ -182,6 +211,7 @@ class Simulator:
         j.shards = pl.shards if j.share else 0
         j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
+        j.shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
         if j.total_gpus != old_total:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
@@ -191,7 +221,11 @@ class Simulator:
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
         app = t.app or assign_class(t.job_id, self.seed, self.class_mix)
-        j = SimJob(t, job_class(app), self._request(t, app))
+        spec = self.spec
+        limit = whole_minutes_s(t.time_limit_s if t.time_limit_s is not None else draw_limit_s(
+            t.job_id, t.duration_s, self.seed, spec.time_limit_rule, spec.time_limit_factor_max))
+        j = SimJob(t, job_class(app), self._request(t, app, limit))
+        j.limit_s = limit
         self.by_id[j.id] = j
         j.per_node, j.num_nodes = j.req.gpus, j.req.num_nodes
         self._apply_placement(j, self._advise(j))
@@ -202,11 +236,12 @@ class Simulator:
         self.pending.append(j)
         if len(self.pending) > 1 and self.pending[-2].t.submit_s > j.t.submit_s:
             self.pending.sort(key=lambda x: (x.t.submit_s, x.t.line))   # requeued: keeps priority
+            self.state_version += 1
         self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
                                    num_nodes=j.num_nodes, submit_s=j.t.submit_s,
-                                   time_limit_s=j.t.duration_s, restart_count=j.restarts,
+                                   time_limit_s=j.limit_s, restart_count=j.restarts,
                                    app=j.cls.name, comment=j.pl.policy if j.pl else "",
                                    deadline_s=j.t.deadline_s)
         self.dirty = True
@@ -241,6 +276,8 @@ class Simulator:
                     continue
                 chosen = [g for g in n.gpus if not g.jobs][:g_need]
             else:
+                if self._room(n) < j.shards:
+                    continue
                 chosen = [g for g in n.gpus if self._gpu_fits(g, j)][:g_need]
                 if len(chosen) < g_need:
                     continue
@@ -250,16 +287,21 @@ class Simulator:
                 return out
         return None
 
+    def _room(self, n: NodeState) -> int:
+        """Most free shards on one GPU of ``n`` that holds no exclusive job (cached)."""
+        if n.room is None:
+            total = self.spec.shards_per_gpu
+            n.room = max((total - g.shards_used for g in n.gpus if not g.exclusive), default=0)
+        return n.room
+
     # ---------------------------------------------------------------- EASY backfill
     def _avail(self, n: NodeState) -> list[float]:
-        """Per node, when its k-th GPU becomes free (k = 1..gpus), from running jobs' estimated
-        ends; cached until the node changes."""
+        """Per node, when its k-th GPU becomes free (k = 1..gpus): a GPU frees when the last of
+        its jobs reaches its time limit (Slurm's expected end); cached until the node changes."""
         if n.avail is None:
-            times = [0.0] * n.free
-            for jb in n.jobs.values():
-                times += [jb.est_end_s] * jb.per_node
+            times = [0.0 if not g.jobs else max(jb.end_by_s for jb in g.jobs) for g in n.gpus]
             times.sort()
-            n.avail = times[:len(n.gpus)]
+            n.avail = times
         return n.avail
 
     def _reserve(self, head: SimJob) -> tuple[float, dict[str, int]]:
@@ -277,11 +319,10 @@ class Simulator:
             base = now if n.power == ON else (max(now, n.ready_s) if n.power == BOOT
                                               else now + self.spec.resume_delay_s)
             t = av[g_need - 1]
-            cands.append((base if t < base else t, n.pos, n))
+            cands.append((base if t < base else t, n.pos, n))   # pos is unique: n never compared
         if len(cands) < head.num_nodes:
             return (float("inf"), {})
-        cands.sort(key=lambda c: (c[0], c[1]))
-        chosen = cands[:head.num_nodes]
+        chosen = [min(cands)] if head.num_nodes == 1 else sorted(cands)[:head.num_nodes]
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
@@ -290,7 +331,7 @@ class Simulator:
 
     def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
         shadow, spare = res
-        if self.now + j.work_left / j.scale <= shadow + _EPS:
+        if self.now + j.limit_s <= shadow + _EPS:
             return True
         use: dict[str, int] = {}
         for g in gpus:
@@ -303,41 +344,112 @@ class Simulator:
         return True
 
     def _schedule(self) -> None:
+        """The main scheduler: start jobs in priority order until the first that cannot start
+        (it blocks the partition for the rest of the pass); a blocked queue asks for a backfill
+        pass at the next ``bf_interval_s`` tick."""
         q = self.pending
-        depth = self.spec.backfill_depth
-        res = None
-        head: SimJob | None = None
-        failed: set[tuple[int, int, int] | None] = set()
         i = considered = 0
-        while i < len(q) and considered < depth:
-            if self.free_total == 0 and not self.pending_shared:
-                break
+        now = self.now
+        while i < len(q) and considered < self.spec.backfill_depth:
             j = q[i]
-            if j.begin_s > self.now + _EPS:
+            if j.begin_s > now + _EPS:
                 i += 1
                 continue
             considered += 1
-            shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
-            if shape in failed:
-                i += 1
-                continue
             gpus = self._fit(j)
             if gpus is None:
+                break
+            del q[i]
+            self.pending_shared -= j.share
+            self._start(j, gpus)
+        self.dirty = False
+        self.bf_dirty = True
+        if q and not self.bf_pending:
+            bf = self.spec.bf_interval_s
+            tick = self.t0 + bf * (int((now - self.t0) / bf) + 1)
+            self._push(tick, _BACKFILL, None)
+            self.bf_pending = True
+
+    def _capacity(self) -> tuple[list[int], int]:
+        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node), and the most
+        free shards on one shareable GPU. A job asking for more cannot start, so a pass skips it
+        without a fit."""
+        at_least, acc = [], 0
+        for c in reversed(self.nodes_by_free):
+            acc += c
+            at_least.append(acc)
+        at_least.reverse()
+        room = len(self.gpus_by_room) - 1
+        while room > 0 and not self.gpus_by_room[room]:
+            room -= 1
+        return at_least, room
+
+    def _gpu_room(self, g: GpuState) -> int:
+        return 0 if g.exclusive else self.spec.shards_per_gpu - g.shards_used
+
+    def _backfill(self) -> None:
+        """One backfill pass: every job in priority order, up to ``backfill_depth`` of them; the
+        first that cannot start gets the reservation (EASY). A pass after one that started
+        nothing, with no node changed since (``state_version``), goes on where that one
+        stopped: the jobs it looked at would fail again, only jobs submitted since are new."""
+        q = self.pending
+        depth = self.spec.backfill_depth
+        inf = float("inf")
+        horizon = self.now + _EPS
+        self.bf_dirty = False
+        version = self.state_version
+        if self.bf_resume is not None and self.bf_resume[0] == version:
+            _, i, considered, skip, head, res = self.bf_resume
+            if considered >= depth or i >= len(q):
+                return
+        else:
+            res = None
+            head: SimJob | None = None
+            # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs,
+            # else the limit that would delay the head (a longer one would too)
+            skip: dict[tuple[int, int, int], float] = {}
+            i = considered = 0
+        at_least, room = self._capacity()
+        if at_least[1] == 0 and not room:
+            self.bf_resume = (self.state_version, len(q), 0, {}, None, None)
+            return
+        while i < len(q) and considered < depth:
+            j = q[i]
+            i += 1
+            if j.begin_s > horizon:
+                continue
+            considered += 1
+            shape = j.shape
+            if j.limit_s >= skip.get(shape, inf):
+                continue
+            if shape is not None and (j.shards > room if j.share
+                                      else at_least[j.per_node] < j.num_nodes):
+                gpus = None
+            else:
+                gpus = self._fit(j)
+            if gpus is None:
                 if shape is not None:
-                    failed.add(shape)
+                    skip[shape] = 0.0
                 if head is None and not j.share and not j.pin_indexes:
                     head = j
-                i += 1
                 continue
+            i -= 1
             if head is not None and res is None:
                 res = self._reserve(head)
             if res is not None and not self._backfill_ok(j, gpus, res):
+                if shape is not None:
+                    skip[shape] = j.limit_s
                 i += 1
                 continue
             del q[i]
             self.pending_shared -= j.share
             self._start(j, gpus)
-        self.dirty = False
+            at_least, room = self._capacity()
+            if at_least[1] == 0 and not room:
+                break
+        # a pass that started a job leaves nothing to resume: its reservation predates the start
+        self.bf_resume = (self.state_version, i, considered, skip, head, res) \
+            if self.state_version == version else None
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -350,14 +462,18 @@ class Simulator:
         j.cap_slow = cap_slowdown(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
                                   self.spec.gpu_type)
         nodes = {}
+        by_room = self.gpus_by_room
         for g in gpus:
+            by_room[self._gpu_room(g)] -= 1
             if not g.jobs:
                 self.free_total -= 1
+                self.nodes_by_free[g.node.free] -= 1
                 g.node.free -= 1
-                self.busy_gpus += 1
+                self.nodes_by_free[g.node.free] += 1
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
+            by_room[self._gpu_room(g)] += 1
             nodes[g.node.name] = g.node
         j.blocked = False
         for n in nodes.values():
@@ -370,19 +486,31 @@ class Simulator:
                 self._push(n.ready_s, _BOOT, n)
             if n.power == BOOT:
                 j.blocked = True
-        if not j.blocked:
-            j.run_start_s = now
-            if j.first_start_s is None:
-                j.first_start_s = now
+        if j.blocked:
+            j.end_by_s = max(g.node.ready_s for g in gpus) + j.limit_s
+        else:
+            self._run_from(j)
         self.running[j.id] = j
         self.job_views[j.id] = Job(
             job_id=j.id, state="RUNNING", name=j.req.name, user=j.t.user,
             gpus=0 if j.share else j.per_node, shards=j.shards, num_nodes=j.num_nodes,
             nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
-            submit_s=j.t.submit_s, start_s=now, time_limit_s=j.t.duration_s,
+            submit_s=j.t.submit_s, start_s=now, time_limit_s=j.limit_s,
             restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
             deadline_s=j.t.deadline_s)
         self._retune(gpus)
+
+    def _run_from(self, j: SimJob) -> None:
+        """``j`` runs from now (its nodes are up): its time limit counts from here."""
+        j.run_start_s = self.now
+        self.job_gpus += len(j.gpus)
+        for g in j.gpus:
+            self.busy_gpus += not g.running
+            g.running += 1
+        if j.first_start_s is None:
+            j.first_start_s = self.now
+        j.end_by_s = self.now + j.limit_s
+        self._push(j.end_by_s, _TIMEOUT, j, j.end_by_s)
 
     def _settle(self, j: SimJob) -> None:
         if j.rate:
@@ -413,15 +541,12 @@ class Simulator:
             jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
             jb.version += 1
             if jb.rate > 0:
-                jb.est_end_s = self.now + jb.work_left / jb.rate
-                self._push(jb.est_end_s, _FINISH, jb, jb.version)
-            else:
-                jb.est_end_s = float("inf") if not jb.blocked else \
-                    max(g.node.ready_s for g in jb.gpus) + jb.work_left / jb.scale
+                self._push(self.now + jb.work_left / jb.rate, _FINISH, jb, jb.version)
         for g in touched.values():
             self._gpu_power(g)
 
     def _gpu_power(self, g: GpuState) -> None:
+        util = 0.0
         if g.node.power == OFF:
             new = 0.0
         elif not g.jobs:
@@ -430,8 +555,11 @@ class Simulator:
             p = self.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
             caps = [jb.cap_w for jb in g.jobs if jb.cap_w]
             new = min(p, self.max_power_w, min(caps)) if caps else min(p, self.max_power_w)
+            util = min(100.0, sum(jb.util_pct * jb.irate for jb in g.jobs if not jb.blocked))
         self.gpu_power_total += new - g.power_w
         g.power_w = new
+        self.sm_util_total += util - g.util_pct
+        g.util_pct = util
 
     def _power_node(self, n: NodeState, state: str) -> None:
         base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
@@ -449,7 +577,9 @@ class Simulator:
     def _release(self, j: SimJob) -> list[GpuState]:
         """Take ``j`` off its GPUs; returns GPUs still holding other jobs."""
         left = []
+        by_room = self.gpus_by_room
         for g in j.gpus:
+            by_room[self._gpu_room(g)] -= 1
             g.jobs.remove(j)
             g.shards_used -= j.shards
             n = g.node
@@ -458,21 +588,29 @@ class Simulator:
             if not g.jobs:
                 g.exclusive = False
                 self.free_total += 1
+                self.nodes_by_free[n.free] -= 1
                 n.free += 1
-                self.busy_gpus -= 1
+                self.nodes_by_free[n.free] += 1
                 self._gpu_power(g)
             else:
                 left.append(g)
+            by_room[self._gpu_room(g)] += 1
             if not n.jobs and n.idle_since is None:
                 n.idle_since = self.now
                 if self.spec.suspend_time_s is not None:
                     self._push(self.now + self.spec.suspend_time_s, _SUSPEND, n, self.now)
         del self.running[j.id]
+        if not j.blocked:
+            self.job_gpus -= len(j.gpus)
+            for g in j.gpus:
+                g.running -= 1
+                self.busy_gpus -= not g.running
         j.gpus = []
         return left
 
-    def _finish(self, j: SimJob) -> None:
+    def _finish(self, j: SimJob, timed_out: bool = False) -> None:
         self._settle(j)
+        self.metrics.timed_out += timed_out
         j.state, j.end_s, j.work_left = DONE, self.now, 0.0
         self.metrics.job_done(j)
         del self.job_views[j.id]
@@ -493,10 +631,12 @@ class Simulator:
             self._apply(a)
 
     def _apply(self, a: Action) -> None:
+        self.state_version += 1
         m = self.metrics
         m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
         if a.kind == "observe":
             self.history.update(a.predicted)
+            self.history_version += 1
             return
         j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":
@@ -537,6 +677,7 @@ class Simulator:
         elif j.state == PENDING:
             self.pending.remove(j)
             self.pending_shared -= j.share
+            self.state_version += 1
 
     # ---------------------------------------------------------------- main loop
     def run(self) -> dict[str, Any]:
@@ -577,6 +718,17 @@ class Simulator:
                     self._finish(obj)
                 elif kind == _BEGIN:
                     self.dirty = True
+                    self.state_version += 1
+                elif kind == _TIMEOUT:
+                    if obj.state == RUNNING and obj.end_by_s == token:
+                        self._settle(obj)   # a job ending exactly at its limit is not killed
+                        self._finish(obj, timed_out=obj.work_left > 1e-6 * obj.t.duration_s)
+                elif kind == _BACKFILL:
+                    self.bf_pending = False
+                    if self.dirty:
+                        self._schedule()
+                    if self.bf_dirty:
+                        self._backfill()
                 elif kind == _BOOT:
                     if obj.power == BOOT:
                         self._power_node(obj, ON)
@@ -584,9 +736,7 @@ class Simulator:
                                  if all(g.node.power == ON for g in jb.gpus)]
                         for jb in ready:
                             jb.blocked = False
-                            jb.run_start_s = self.now
-                            if jb.first_start_s is None:
-                                jb.first_start_s = self.now
+                            self._run_from(jb)
                         self._retune([g for jb in ready for g in jb.gpus])
                 elif kind == _SUSPEND:
                     if obj.power == ON and not obj.jobs and obj.idle_since == token:

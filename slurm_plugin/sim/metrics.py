@@ -1,4 +1,5 @@
-"""Run metrics: energy and carbon integrals (kept by the engine) and per-job times."""
+"""Run metrics: energy, carbon and GPU-time integrals (kept by the engine) and per-job times.
+Every figure and its formula: docs/simulator.md."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ if TYPE_CHECKING:
 # Field order of the JSON object and of the readable table.
 FIELDS = ("policy", "jobs", "jobs_finished", "energy_kwh", "gpu_energy_kwh", "carbon_kg",
           "avg_jct_s", "p50_jct_s", "p99_jct_s", "geomean_jct_s", "makespan_s", "avg_queue_s",
-          "avg_runtime_stretch", "gpu_util", "avg_nodes_on", "sim_wall_s", "events")
+          "avg_runtime_stretch", "gpu_alloc_of_powered", "gpu_alloc_of_installed",
+          "sharing_factor", "jobs_per_busy_gpu", "sm_util_of_powered", "avg_nodes_on",
+          "jobs_timed_out", "sim_wall_s", "events")
 
 
 def percentile(sorted_vals: list[float], q: float) -> float:
@@ -27,13 +30,14 @@ class Metrics:
     def __init__(self, jobs: int) -> None:
         self.jobs = jobs
         self.energy_j = self.gpu_energy_j = self.carbon_g = 0.0
-        self.busy_gpu_s = self.node_on_s = 0.0
+        self.busy_gpu_s = self.node_on_s = self.job_gpu_s = self.sm_util_gpu_s = 0.0
         self.jct: list[float] = []
         self.queue: list[float] = []
         self.stretch: list[float] = []
         self.first_submit_s = math.inf
         self.last_end_s = -math.inf
         self.events = self.unfinished = self.policy_fallbacks = self.suspends = 0
+        self.timed_out = 0
         self.actions: dict[str, int] = {}
 
     @property
@@ -54,6 +58,7 @@ class Metrics:
         jct = sorted(self.jct)
         span = (self.last_end_s - sim.trace[0].submit_s) if n else 0.0
         gpu_time = sim.spec.gpu_count * span
+        powered = self.node_on_s * sim.spec.gpus_per_node
         return {
             "policy": sim.policy.name,
             "jobs": self.jobs,
@@ -68,11 +73,16 @@ class Metrics:
             "makespan_s": span,
             "avg_queue_s": sum(self.queue) / n if n else 0.0,
             "avg_runtime_stretch": sum(self.stretch) / n if n else 0.0,
-            "gpu_util": self.busy_gpu_s / gpu_time if gpu_time else 0.0,
+            "gpu_alloc_of_powered": self.busy_gpu_s / powered if powered else 0.0,
+            "gpu_alloc_of_installed": self.busy_gpu_s / gpu_time if gpu_time else 0.0,
+            "sharing_factor": self.job_gpu_s / powered if powered else 0.0,
+            "jobs_per_busy_gpu": self.job_gpu_s / self.busy_gpu_s if self.busy_gpu_s else 0.0,
+            "sm_util_of_powered": self.sm_util_gpu_s / powered if powered else 0.0,
             "avg_nodes_on": self.node_on_s / span if span else 0.0,
             "sim_wall_s": wall_s,
             "events": self.events,
             "unfinished_jobs": self.unfinished,
+            "jobs_timed_out": self.timed_out,
             "policy_fallbacks": self.policy_fallbacks,
             "node_suspends": self.suspends,
             "actions": dict(sorted(self.actions.items())),

@@ -70,15 +70,18 @@ def simulate(inputs: Inputs, policy_name: str, *, settings: Mapping[str, Any] | 
 
 
 def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedCarbon,
-                   seed: int, mix: ClassMix | None = None) -> dict[str, Any]:
-    """The oracle lower bound over the trace (computed, not scheduled)."""
+                   seed: int, mix: ClassMix | None = None,
+                   max_jobs_per_gpu: int | None = None) -> dict[str, Any]:
+    """The oracle lower bound over the trace (computed, not scheduled); with
+    ``max_jobs_per_gpu``, the bound within the site's share limit."""
     mix = mix or class_mix("all")
     energy = gpu_energy = carbon_g = 0.0
     jct, stretch = [], []
     end = jobs[0].submit_s
     for j in jobs:
         b = energy_bound(j.app or assign_class(j.job_id, seed, mix), j.num_gpus, j.duration_s,
-                         spec.gpu_type, spec.gpus_per_node, spec.node_base_power_w)
+                         spec.gpu_type, spec.gpus_per_node, spec.node_base_power_w,
+                         max_jobs_per_gpu)
         energy += b.energy_j
         gpu_energy += b.gpu_energy_j
         carbon_g += b.power_w * carbon.integral_h(j.submit_s, j.submit_s + b.duration_s) / 1000
@@ -93,7 +96,9 @@ def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedC
             "p50_jct_s": percentile(jct, 50), "p99_jct_s": percentile(jct, 99),
             "geomean_jct_s": math.exp(sum(math.log(x) for x in jct) / n),
             "makespan_s": end - jobs[0].submit_s, "avg_queue_s": 0.0,
-            "avg_runtime_stretch": sum(stretch) / n, "gpu_util": None, "avg_nodes_on": None,
+            "avg_runtime_stretch": sum(stretch) / n, "gpu_alloc_of_powered": None,
+            "gpu_alloc_of_installed": None, "sharing_factor": None, "jobs_per_busy_gpu": None,
+            "sm_util_of_powered": None, "avg_nodes_on": None, "max_jobs_per_gpu": max_jobs_per_gpu,
             "sim_wall_s": 0.0, "events": 0, "bound": True, "seed": seed,
             "class_mix": mix.name, "classes": list(mix.classes), "carbon_zone": carbon.zone}
 

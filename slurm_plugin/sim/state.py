@@ -11,7 +11,8 @@ PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLE
 
 
 class GpuState:
-    __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var")
+    __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
+                 "running")
 
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
@@ -20,11 +21,13 @@ class GpuState:
         self.shards_used = 0
         self.power_w = 0.0
         self.var = var          # time multiplier per variability class, None = off
+        self.util_pct = 0.0     # SM utilisation from the physics (as GpuReadings reports it)
+        self.running = 0        # its jobs that run (not waiting for a node's boot)
 
 
 class NodeState:
     __slots__ = ("pos", "name", "gpus", "free", "power", "ready_s", "idle_since", "dirty", "view",
-                 "jobs", "avail")
+                 "jobs", "avail", "room")
 
     def __init__(self, pos: int, name: str) -> None:
         self.pos, self.name = pos, name
@@ -37,6 +40,7 @@ class NodeState:
         self.view: Node | None = None
         self.jobs: dict[str, SimJob] = {}
         self.avail: list[float] | None = None   # (EASY) when the k-th GPU is free, k = 1..n
+        self.room: int | None = None     # most free shards on one GPU without an exclusive job
 
     def model(self, gpu_model: str, memory_mib: int, shards_total: int) -> Node:
         """The frozen view a policy sees, rebuilt only when the node changed."""
@@ -64,8 +68,8 @@ class SimJob:
     __slots__ = ("t", "id", "cls", "req", "pl", "per_node", "num_nodes", "share", "shards", "cap_w",
                  "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
-                 "dyn_w", "util_pct", "restarts", "blocked", "est_end_s", "pin_nodes",
-                 "pin_indexes", "view")
+                 "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
+                 "pin_indexes", "view", "limit_s", "end_by_s", "shape")
 
     def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
         self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
@@ -93,10 +97,12 @@ class SimJob:
         self.util_pct = 0.0
         self.restarts = 0
         self.blocked = False
-        self.est_end_s = 0.0
         self.pin_nodes: tuple[str, ...] = ()
         self.pin_indexes: tuple[int, ...] = ()
         self.view = None
+        self.limit_s = t.duration_s      # requested time limit (whole minutes)
+        self.end_by_s = float("inf")     # Slurm's end time of the current run: start + limit
+        self.shape: tuple[int, int, int] | None = None  # (GPUs per node, nodes, shards); None: pinned
 
     @property
     def total_gpus(self) -> int:

@@ -2,7 +2,9 @@
 
 ``philly``: ``timestamp,duration,num_gpus,gpu_time,cluster`` (timestamp UTC ``YYYY-mm-dd HH:MM:SS``).
 ``canonical``: ``job_id,submit_s,duration_s,num_gpus`` plus optional
-``user,app,deadline_s,min_gpus,max_gpus``. Durations are run time alone on whole GPUs.
+``user,app,deadline_s,min_gpus,max_gpus,time_limit_s``. Durations are run time alone on whole
+GPUs; ``time_limit_s`` is the time the user requested (Slurm's Timelimit), empty or absent where
+the trace has none (the simulator then draws one: ``time_limits``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class TraceJob:
     deadline_s: float | None = None
     min_gpus: int | None = None
     max_gpus: int | None = None
+    time_limit_s: float | None = None   # requested (Slurm Timelimit); None: not in the trace
 
 
 def builtin_trace() -> Path:
@@ -121,7 +124,8 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
                                user=(rec.get("user") or "").strip(), app=app,
                                deadline_s=row.num("deadline_s", optional=True, minimum=0),
                                min_gpus=row.num("min_gpus", int, optional=True, minimum=1),
-                               max_gpus=row.num("max_gpus", int, optional=True, minimum=1))
+                               max_gpus=row.num("max_gpus", int, optional=True, minimum=1),
+                               time_limit_s=row.num("time_limit_s", optional=True, minimum=1))
             if job.duration_s <= 0:
                 raise row.fail("duration" if fmt == "philly" else "duration_s",
                                f"{job.duration_s:g} must be positive")

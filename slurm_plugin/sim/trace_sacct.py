@@ -165,7 +165,8 @@ def read_sacct_lines(lines: Iterable[str], path: str, *, shards_per_gpu: int = 4
                 gpus = max(1, math.ceil(shares / (100 if "gres/mps" in tres else shards_per_gpu)))
             jobs.append(TraceJob(job_id=job_id, submit_s=_local_s(row["Submit"]),
                                  duration_s=duration_s(row["Elapsed"]), num_gpus=gpus, line=line,
-                                 user=row["User"], app=app_of(row["Comment"])))
+                                 user=row["User"], app=app_of(row["Comment"]),
+                                 time_limit_s=duration_s(row["Timelimit"])))
     if not header:
         raise _fail(path, 1, "empty file (no sacct header)")
     jobs.sort(key=lambda j: j.submit_s)

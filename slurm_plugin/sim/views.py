@@ -31,7 +31,7 @@ class GpuReadings(Mapping):
         sim = self._sim
         node = sim.node_by_name[key[0]]
         g = node.gpus[key[1]]
-        util = min(100.0, sum(j.util_pct * j.irate for j in g.jobs if not j.blocked))
+        util = g.util_pct
         mem = sum(j.cls.memory_mib for j in g.jobs)
         cap = min((j.cap_w for j in g.jobs if j.cap_w), default=sim.max_power_w)
         return GpuReading(node=node.name, index=g.index, power_w=g.power_w, energy_j=0.0,

@@ -45,7 +45,9 @@ def test_json_has_every_issue_field_and_is_deterministic():
     b = json.loads(run(*SMALL, "--policy", "fifo-packed", "--json").output)
     for f in ("policy", "jobs", "jobs_finished", "energy_kwh", "gpu_energy_kwh", "carbon_kg",
               "avg_jct_s", "p50_jct_s", "p99_jct_s", "geomean_jct_s", "makespan_s", "avg_queue_s",
-              "avg_runtime_stretch", "gpu_util", "sim_wall_s", "events"):
+              "avg_runtime_stretch", "gpu_alloc_of_powered", "gpu_alloc_of_installed",
+              "sharing_factor", "jobs_per_busy_gpu", "sm_util_of_powered", "sim_wall_s", "events",
+              "energy_over_oracle", "energy_over_shared_oracle"):
         assert f in a
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     assert a == b

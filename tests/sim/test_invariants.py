@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from slurm_plugin.physics.classes import class_mix
 from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
@@ -23,6 +24,7 @@ class CheckedSimulator(Simulator):
         super().__init__(*a, **kw)
         self.done_work: dict[str, float] = {}
         self.finished: list = []
+        self.timed_out: set[str] = set()
 
     def _start(self, j, gpus):
         assert self.now >= j.t.submit_s - 1e-6 and self.now >= j.begin_s - 1e-6
@@ -33,6 +35,11 @@ class CheckedSimulator(Simulator):
             assert 0 <= g.shards_used <= self.spec.shards_per_gpu
             assert g.node.free == sum(1 for x in g.node.gpus if not x.jobs)
         assert 0 <= self.free_total <= self.spec.gpu_count
+        assert self.nodes_by_free == [sum(1 for n in self.nodes if n.free == k)
+                                      for k in range(self.spec.gpus_per_node + 1)]
+        assert self.gpus_by_room == [sum(1 for n in self.nodes for x in n.gpus
+                                         if self._gpu_room(x) == r)
+                                     for r in range(self.spec.shards_per_gpu + 1)]
         assert len({id(g) for g in gpus}) == len(gpus) == j.total_gpus
 
     def _settle(self, j):
@@ -40,8 +47,10 @@ class CheckedSimulator(Simulator):
             self.done_work[j.id] = self.done_work.get(j.id, 0.0) + j.rate / j.scale * (self.now - j.last_s)
         super()._settle(j)
 
-    def _finish(self, j):
-        super()._finish(j)
+    def _finish(self, j, timed_out=False):
+        super()._finish(j, timed_out)
+        if timed_out:
+            self.timed_out.add(j.id)
         self.finished.append(j)
 
 
@@ -63,13 +72,22 @@ def test_invariants_hold(tmp_path, case, make_trace):
     assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0
     for j in sim.finished:
         assert j.end_s >= j.first_start_s >= j.t.submit_s
-        assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        if j.end_s - j.run_start_s < j.limit_s - 1e-6:
+            assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        else:       # killed at its time limit (a slowed shared job)
+            assert sim.done_work[j.id] <= j.t.duration_s * (1 + 1e-6)
     energy_j = sum(row["power_w"] * row["duration_s"] for row in rows)
     assert r["energy_kwh"] >= 0 and r["gpu_energy_kwh"] >= 0 and r["carbon_kg"] >= 0
     assert r["energy_kwh"] * 3.6e6 == pytest.approx(energy_j, rel=1e-9)
     assert r["gpu_energy_kwh"] <= r["energy_kwh"] + 1e-9
     assert all(row["power_w"] >= 0 and row["busy_gpus"] <= spec.gpu_count for row in rows)
-    assert 0 <= r["gpu_util"] <= 1 + 1e-9
+    for f in ("gpu_alloc_of_powered", "gpu_alloc_of_installed", "sm_util_of_powered"):
+        assert 0 <= r[f] <= 1 + 1e-9, f
+    assert r["gpu_alloc_of_installed"] <= r["gpu_alloc_of_powered"] + 1e-9
+    assert r["jobs_per_busy_gpu"] == 0 or r["jobs_per_busy_gpu"] >= 1 - 1e-9
+    busy_s = sum(row["busy_gpus"] * row["duration_s"] for row in rows)
+    powered_s = sum(row["nodes_on"] * row["duration_s"] for row in rows) * spec.gpus_per_node
+    assert r["gpu_alloc_of_powered"] == pytest.approx(busy_s / powered_s if powered_s else 0)
     assert r["avg_nodes_on"] <= spec.nodes + 1e-9
     assert rows[-1]["time_s"] + rows[-1]["duration_s"] <= max(j.end_s for j in sim.finished) + 1e-6
     if policy.name in ("slurm-default", "slurm-powersave"):
@@ -100,31 +118,75 @@ def test_powersave_suspends_idle_nodes_and_delays_starts_by_the_boot(tmp_path):
     # job b found its node suspended: it waits for the boot before running
     assert save["avg_jct_s"] == pytest.approx(100 + 300 / 2)
     assert on["avg_jct_s"] == pytest.approx(100)
+    # a booting node's GPU is powered but not busy: b's GPU is busy 100 s of its 400 s on
+    busy = 100 + 100
+    assert save["gpu_alloc_of_installed"] * 4 * save["makespan_s"] == pytest.approx(busy)
+    assert on["gpu_alloc_of_installed"] * 4 * on["makespan_s"] == pytest.approx(busy)
 
 
 def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
     path = tmp_path / "t.csv"
-    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n"
-                    "a,0,1000,1,vgg16\nb,0,1000,1,vgg16\n")
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\n"
+                    "a,0,1000,1,vgg16,10000\nb,0,1000,1,vgg16,10000\n")
     jobs = read_trace(path, "canonical")
     r = Simulator(jobs, ClusterSpec(nodes=1, gpus_per_node=1), get_policy("fifo-packed")).run()
     from slurm_plugin.physics import colocated_slowdown
     slow = colocated_slowdown("vgg16", "vgg16")[0]
     assert r["avg_jct_s"] == pytest.approx(1000 * slow)
     assert r["avg_runtime_stretch"] == pytest.approx(slow)
+    # one GPU powered and busy all along, holding two jobs
+    assert r["gpu_alloc_of_powered"] == pytest.approx(1.0)
+    assert r["jobs_per_busy_gpu"] == pytest.approx(2.0)
+    assert r["sharing_factor"] == pytest.approx(2.0)
+    from slurm_plugin.physics import job_class
+    want = min(100.0, 2 * job_class("vgg16").util_at(1) / slow) / 100
+    assert r["sm_util_of_powered"] == pytest.approx(want)
 
 
-def test_easy_backfill_runs_short_jobs_around_a_blocked_wide_job(tmp_path):
-    path = tmp_path / "t.csv"
-    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n"
-                    "long,0,1000,1,lstm\nwide,1,100,2,lstm\nshort,2,500,1,lstm\nlate,3,5000,1,lstm\n")
-    jobs = read_trace(path, "canonical")
-    sim = CheckedSimulator(jobs, ClusterSpec(nodes=1, gpus_per_node=2), get_policy("slurm-default"))
-    sim.run()
-    start = {j.id: j.first_start_s for j in sim.finished}
-    assert start["short"] == 2          # ends at 502 < shadow 1000: backfilled
-    assert start["wide"] == 1000        # reservation held
-    assert start["late"] == 1100        # would delay the wide job: waits
+def _starts(path, rows, spec, policy="slurm-default"):
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\n" + rows)
+    sim = CheckedSimulator(read_trace(path, "canonical"), spec, get_policy(policy))
+    r = sim.run()
+    return {j.id: j.first_start_s for j in sim.finished}, sim, r
+
+
+def test_easy_backfill_decides_on_time_limits_at_bf_interval_ticks(tmp_path):
+    spec = ClusterSpec(nodes=1, gpus_per_node=2, bf_interval_s=30, sched_interval_s=60)
+    start, _, _ = _starts(tmp_path / "t.csv", "long,0,1000,1,lstm,1080\nwide,1,100,2,lstm,120\n"
+                          "edge,2,500,1,lstm,1020\nlate,3,5000,1,lstm,6000\n"
+                          "liar,4,100,1,lstm,1200\n", spec)
+    # the shadow is the long job's limit (1080), not its end (1000): edge's limit ends at 1050
+    assert start["edge"] == 30          # backfilled at the first bf_interval tick, not at once
+    assert start["wide"] == 1000        # the main scheduler starts it when long ends
+    assert start["liar"] == 1100        # runs 100 s but asks for 1,200: not backfilled
+    assert start["late"] == 1100
+
+
+def test_main_scheduler_stops_at_the_first_job_that_cannot_start(tmp_path):
+    # b (2 GPUs) is blocked behind a; c fits now but only the backfill pass may start it
+    spec = ClusterSpec(nodes=1, gpus_per_node=2, bf_interval_s=30)
+    start, _, _ = _starts(tmp_path / "t.csv", "a,0,1000,1,lstm,1020\nb,1,100,2,lstm,120\n"
+                          "c,2,10,1,lstm,60\n", spec)
+    assert start["a"] == 0 and start["c"] == 30 and start["b"] == 1000
+
+
+def test_a_job_is_killed_at_its_time_limit(tmp_path):
+    start, sim, r = _starts(tmp_path / "t.csv", "a,0,1000,1,lstm,600\nb,0,100,1,lstm,\n",
+                            ClusterSpec(nodes=1, gpus_per_node=1))
+    assert r["jobs_timed_out"] == 1 and start["b"] == 600
+    a = next(j for j in sim.finished if j.id == "a")
+    assert a.end_s == 600 and sim.timed_out == {"a"}
+
+
+def test_scheduler_defaults_are_the_local_cluster_slurm_conf():
+    import re
+    from pathlib import Path
+    from slurm_plugin.sim.cluster import SCHED_DEFAULTS
+    conf = (Path(__file__).parents[2] / "slurm_plugin/localcluster/slurm.conf.j2").read_text()
+    params = dict(kv.split("=") for kv in
+                  re.search(r"^SchedulerParameters=(\S+)", conf, re.M).group(1).split(","))
+    assert float(params["bf_interval"]) == SCHED_DEFAULTS["bf_interval_s"]
+    assert float(params["sched_interval"]) == SCHED_DEFAULTS["sched_interval_s"]
 
 
 class _Apps:
@@ -175,5 +237,56 @@ def test_eaco_with_the_paper_mix_shares_within_capacity(tmp_path, case):
     assert r["policy_fallbacks"] == 0
     for j in sim.finished:
         assert j.cls.name in ("alexnet", "resnet18", "vgg16")
-        assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        if j.end_s - j.run_start_s < j.limit_s - 1e-6:
+            assert sim.done_work[j.id] == pytest.approx(j.t.duration_s, rel=1e-6)
+        else:       # killed at its time limit (a slowed shared job)
+            assert sim.done_work[j.id] <= j.t.duration_s * (1 + 1e-6)
     assert r["avg_runtime_stretch"] >= 1 - 1e-9
+
+
+class _NoMemoEaco:
+    """EaCO as the live path calls it: a fresh policy object for every call (no memo)."""
+
+    name = "eaco"
+    slurm_settings = get_policy("eaco").slurm_settings
+
+    def advise(self, request, ctx):
+        return get_policy("eaco").advise(request, ctx)
+
+    def reconcile(self, ctx):
+        return get_policy("eaco").reconcile(ctx)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eaco_observe_memo_changes_no_decision(tmp_path, seed, make_trace):
+    rng = random.Random(100 + seed)
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 150, 4), "canonical")
+    spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=60.0)
+    mix = class_mix("eaco-paper")
+    a = Simulator(jobs, spec, get_policy("eaco"), seed=seed, class_mix=mix).run()
+    b = Simulator(jobs, spec, _NoMemoEaco(), seed=seed, class_mix=mix).run()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a["actions"].get("observe", 0) > 0      # groups were judged
+    assert a == b
+
+
+class _FreshPasses(Simulator):
+    """Every backfill pass from the head of the queue (nothing resumed)."""
+
+    def _backfill(self):
+        self.bf_resume = None
+        super()._backfill()
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_resumed_backfill_passes_decide_as_fresh_ones(tmp_path, case, make_trace):
+    rng = random.Random(1000 + case)
+    spec = ClusterSpec(nodes=rng.randint(1, 4), gpus_per_node=rng.choice([2, 4, 8]),
+                       bf_interval_s=rng.choice([2.0, 30.0]),
+                       suspend_time_s=rng.choice([None, 600.0]))
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 120, spec.gpu_count), "canonical")
+    name = ("slurm-default", "fifo-packed", "gandiva", "eaco")[case % 4]
+    a = Simulator(jobs, spec, get_policy(name), seed=case).run()
+    b = _FreshPasses(jobs, spec, get_policy(name), seed=case).run()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a == b

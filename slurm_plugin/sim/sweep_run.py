@@ -1,0 +1,152 @@
+"""Running a sweep (``sweep``): one cell in this process, the grid on local cores, or the grid
+as one Slurm job array. Every backend runs each cell as ``wattctl simulate --sweep FILE
+--sweep-cell N``, which writes the cell's file; results are gathered from those files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import proc
+from ..config import load as load_config
+from ..errors import CommandError, InputError
+from ..physics.classes import class_mix
+from .carbon import load_carbon
+from .cluster import ClusterSpec
+from .run import Inputs, default_trace, load_jobs, oracle_metrics, simulate
+from .sweep import Sweep, array_script, array_spec, cell_line, read_cells, summary, summary_table
+
+
+def _cell_argv(sweep: Sweep, index: int) -> list[str]:
+    return [sys.executable, "-m", "slurm_plugin.cli", "simulate", "--sweep", str(sweep.path),
+            "--sweep-cell", str(index)]
+
+
+def run_cell(sweep: Sweep, index: int) -> Path:
+    """Simulate cell ``index`` and write its line to its file (atomically: a killed task leaves
+    no half file, so a rerun does it again)."""
+    if not 0 <= index < len(sweep.cells):
+        raise InputError(f"sweep: {sweep.path}: cell {index} does not exist "
+                         f"(the grid has {len(sweep.cells)} cells: 0..{len(sweep.cells) - 1})")
+    cell = sweep.cells[index]
+    spec = ClusterSpec(**cell.cluster)
+    mix = class_mix(cell.class_mix)
+    inputs = Inputs(trace=Path(cell.trace) if cell.trace else default_trace(),
+                    trace_format=sweep.trace_format, spec=spec, zone=cell.zone, seed=cell.seed,
+                    limit_jobs=sweep.limit_jobs, class_mix=mix)
+    cfg = load_config()
+    jobs = load_jobs(inputs)
+    carbon = load_carbon(None, cell.zone, jobs[0].submit_s)
+    result = simulate(inputs, cell.policy, settings=cfg.section(cell.policy.replace("-", "_")),
+                      jobs=jobs, carbon=carbon)
+    limit = int(cfg.section("eaco").get("max_jobs_per_gpu", 4))
+    for name, bound in (("energy_over_oracle", None), ("energy_over_shared_oracle", limit)):
+        ref = oracle_metrics(jobs, spec.resolved(), carbon, cell.seed, mix, bound)["energy_kwh"]
+        if ref:
+            result[name] = result["energy_kwh"] / ref
+    out = sweep.cell_file(cell)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(cell_line(cell, result)) + "\n")
+    tmp.replace(out)
+    return out
+
+
+def run_local(sweep: Sweep, workers: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> list[str]:
+    """Run the missing cells on local cores, ``workers`` at once; returns one error line per
+    failed cell (the others' files are written)."""
+    todo = sweep.missing()
+    total, done = len(sweep.cells), len(sweep.cells) - len(todo)
+    errors: list[str] = []
+    if progress:
+        progress(done, total)
+    n = workers or sweep.workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        futures = {pool.submit(proc.run, _cell_argv(sweep, c.index), timeout_s=24 * 3600): c
+                   for c in todo}
+        for fut in as_completed(futures):
+            try:
+                fut.result()
+            except CommandError as exc:
+                errors.append(f"cell {futures[fut].index}: {exc}")
+            done += 1
+            if progress:
+                progress(done, total)
+    return errors
+
+
+# ---------------------------------------------------------------- the Slurm job array
+def _state_file(sweep: Sweep) -> Path:
+    return sweep.output / "array.json"
+
+
+def array_running(sweep: Sweep) -> str | None:
+    """The job id of this sweep's array while Slurm still holds a task of it, else None."""
+    try:
+        state = json.loads(_state_file(sweep).read_text())
+    except (OSError, ValueError):
+        return None
+    job = str(state.get("job_id", ""))
+    if not job:
+        return None
+    out = proc.run(["squeue", "-h", "-j", job, "-o", "%i"], check=False, timeout_s=60)
+    return job if out.returncode == 0 and out.stdout.strip() else None
+
+
+def submit_array(sweep: Sweep) -> str | None:
+    """Submit the missing cells as one job array (through ``sbatch`` or ``wattbatch``), unless
+    the sweep's array is still in Slurm's queue; returns the array's job id (None: nothing to
+    do)."""
+    running = array_running(sweep)
+    if running:
+        return running
+    todo = [c.index for c in sweep.missing()]
+    if not todo:
+        return None
+    logs = sweep.output / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    script = sweep.output / "array.sbatch"
+    script.write_text(array_script(sys.executable, sweep.path, logs))
+    argv = [sweep.submit, f"--array={array_spec(todo, sweep.max_parallel)}",
+            f"--chdir={sweep.path.parent}", *sweep.sbatch_options, str(script)]
+    out = proc.run(argv, timeout_s=120)
+    m = re.search(r"Submitted batch job (\d+)", out.stdout)
+    if not m:
+        raise CommandError(argv, 0, f"no job id in the output: {out.stdout.strip()!r}")
+    _state_file(sweep).write_text(json.dumps({"job_id": m.group(1), "cells": todo}) + "\n")
+    return m.group(1)
+
+
+def wait_array(sweep: Sweep, timeout_s: float, poll_s: float = 5.0,
+               progress: Callable[[int, int], None] | None = None) -> None:
+    """Wait until every cell has its file or the array left the queue (failed tasks: their
+    cells stay missing, and a rerun submits them again)."""
+    end = time.monotonic() + timeout_s
+    total = len(sweep.cells)
+    while True:
+        left = len(sweep.missing())
+        if progress:
+            progress(total - left, total)
+        if not left or array_running(sweep) is None or time.monotonic() > end:
+            return
+        time.sleep(poll_s)
+
+
+def gather(sweep: Sweep) -> tuple[list[dict[str, Any]], str]:
+    """Write ``results.jsonl`` (finished cells) and ``summary.txt``; return the lines and the
+    summary table."""
+    lines = read_cells(sweep)
+    sweep.output.mkdir(parents=True, exist_ok=True)
+    with (sweep.output / "results.jsonl").open("w") as fh:
+        for line in lines:
+            fh.write(json.dumps(line) + "\n")
+    table = summary_table(summary(lines))
+    (sweep.output / "summary.txt").write_text(table + "\n")
+    return lines, table
