@@ -254,8 +254,9 @@ def _slurm_settings(cfg: Any, environ: Mapping[str, str]) -> tuple[str, str, str
     return cfg["slurm.bin_dir"], cfg["slurm.conf"], cfg.source("slurm.bin_dir")
 
 
-def _sbatch_command(cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> tuple[list[str], dict]:
-    """The real sbatch and the environment it gets. The user's own ``SLURM_CONF`` wins over
+def _sbatch_command(cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> tuple[str, dict]:
+    """The real sbatch's path and the environment it gets (it runs under the name ``sbatch``,
+    which its messages show, as when a client calls it). The user's own ``SLURM_CONF`` wins over
     the site's ``slurm.conf``, as with sbatch alone."""
     bin_dir, conf, source = _slurm_settings(cfg, io.environ)
     path, mark = real_sbatch.resolve(bin_dir, source, io.environ, skip)
@@ -266,7 +267,7 @@ def _sbatch_command(cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> tuple[list[
     env = {"SLURM_CONF": conf} if conf and "SLURM_CONF" not in io.environ else {}
     if mark:
         env.update(real_sbatch.marker(path))
-    return [path], env
+    return path, env
 
 
 def _sbatch_quiet(args: list[str], io: Io) -> Any:
@@ -275,8 +276,9 @@ def _sbatch_quiet(args: list[str], io: Io) -> Any:
         from slurm_plugin import proc
         from slurm_plugin.errors import CommandError
         try:
-            head, env = _sbatch_command(None, io)
-            return proc.run(head + args, timeout_s=30, check=False, env=env or None)
+            path, env = _sbatch_command(None, io)
+            return proc.run(["sbatch", *args], timeout_s=30, check=False, env=env or None,
+                            executable=path)
         except (real_sbatch.SbatchNotFound, CommandError) as exc:
             return exc
     return call
@@ -287,14 +289,15 @@ def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> in
     from slurm_plugin import proc
     from slurm_plugin.errors import CommandError
     try:
-        head, env = _sbatch_command(cfg, io, skip)
+        path, env = _sbatch_command(cfg, io, skip)
     except real_sbatch.SbatchNotFound as exc:
         io.err.write(f"{exc}\n")
         return EXIT_NO_SBATCH
     feed = script_io.handoff(sub.script or Script(b"", kind="none"), sub.stdin_data)
     try:
-        done = proc.run(head + sub.args, timeout_s=SBATCH_TIMEOUT_S, check=False,
-                        env=env or None, stdin_fd=feed.stdin_fd, pass_fds=feed.pass_fds)
+        done = proc.run(["sbatch", *sub.args], timeout_s=SBATCH_TIMEOUT_S, check=False,
+                        env=env or None, stdin_fd=feed.stdin_fd, pass_fds=feed.pass_fds,
+                        executable=path)
     except CommandError as exc:
         io.err.write(f"wattbatch: error: {' '.join(str(exc).split())}\n")
         return exc.returncode
