@@ -151,7 +151,7 @@ def test_bad_wattbatch_settings(localcluster, tmp_path):
     assert unknown.returncode == 255 and "valid options:" in unknown.stderr
     queue = subprocess.run(["squeue", "-h", "-n", "bad"], capture_output=True, text=True)
     assert queue.stdout == ""
-    done = wattbatch(["--hold", str(bad)])
+    done = wattbatch(["--hold", str(bad)], cwd=tmp_path)
     job = show(job_id(done))
     assert done.stderr == ("wattbatch: warning: script line 3: --wb-opt-out='everything': "
                            "unknown action 'everything'; choose from share, defer, resize, "
