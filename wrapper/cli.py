@@ -66,6 +66,7 @@ class Submission:
     stdin_data: bytes | None = None
     script: Script | None = None
     temp_script: str | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 class Io:
@@ -82,7 +83,8 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
         now_s: float | None = None) -> int:
     nested = real_sbatch.nested_call(io.environ)
     if nested is not None:          # an sbatch we ran led back here: pass through, unchanged
-        return _sbatch(Submission(list(argv)), None, io, skip=(nested,))
+        fds = tuple(n for n in map(script_io.fd_number, argv) if n > 2)   # /dev/fd/N scripts
+        return _sbatch(Submission(list(argv), pass_fds=fds), None, io, skip=(nested,))
     cmd = parse_command_line(argv, takes_value)
     try:
         cli_wb = resolve(cmd.wb_words, [], {})
@@ -296,7 +298,8 @@ def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> in
     feed = script_io.handoff(sub.script or Script(b"", kind="none"), sub.stdin_data)
     try:
         done = proc.run(["sbatch", *sub.args], timeout_s=SBATCH_TIMEOUT_S, check=False,
-                        env=env or None, stdin_fd=feed.stdin_fd, pass_fds=feed.pass_fds,
+                        env=env or None, stdin_fd=feed.stdin_fd,
+                        pass_fds=feed.pass_fds + sub.pass_fds,
                         executable=path)
     except CommandError as exc:
         io.err.write(f"wattbatch: error: {' '.join(str(exc).split())}\n")

@@ -50,14 +50,14 @@ def read(path: str | None, stdin: BinaryIO) -> Script:
         return Script(stdin.read())
     if path in _STDIN_PATHS:
         return Script(stdin.read(), path, "fd", 0)
-    fd = _fd_number(path)
+    fd = fd_number(path)
     kind = "fd" if fd >= 0 else "fifo" if stat.S_ISFIFO(os.stat(path).st_mode) else "file"
     with open(path, "rb") as fh:
         data = fh.read()
     return Script(data, path, kind, fd)
 
 
-def _fd_number(path: str) -> int:
+def fd_number(path: str) -> int:
     """N for ``/dev/fd/N`` or ``/proc/self/fd/N``, else -1."""
     for prefix in _FD_DIRS:
         number = path[len(prefix):]

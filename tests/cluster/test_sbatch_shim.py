@@ -112,6 +112,13 @@ def test_a_nested_call_passes_through_once(localcluster, tmp_path, job_sh):
     rc, out, err = call(["sbatch", "--hold", "--parsable", str(job_sh)], env, tmp_path)
     jobs = subprocess.run(["squeue", "-h", "-o", "%k"], capture_output=True, text=True).stdout
     assert (rc, out, err) == (0, "N\n", "") and jobs == "wb:policy=slurm-default\n"
+    substituted = subprocess.run(["bash", "-c", "sbatch --hold --parsable <(cat job.sh)"],
+                                 env=env, cwd=tmp_path, capture_output=True, text=True,
+                                 timeout=TIMEOUT_S)
+    assert (substituted.returncode, substituted.stderr) == (0, "")
+    stored = subprocess.run(["scontrol", "write", "batch_script", substituted.stdout.strip(),
+                             "-"], capture_output=True, text=True, check=True).stdout
+    assert stored == job_sh.read_text()              # /dev/fd/63 reached Slurm's sbatch
     alone = dict(env, PATH=str(disguised))             # nothing but the wrapper: one error
     rc, out, err = call([str(disguised / "sbatch"), "--hold", str(job_sh)], alone, tmp_path)
     assert rc == 127 and out == "" and err.count("\n") == 1
@@ -120,8 +127,10 @@ def test_a_nested_call_passes_through_once(localcluster, tmp_path, job_sh):
     assert time.monotonic() - started < 30
 
 
-def test_help_and_version_with_and_without_a_slurm_configuration(localcluster, shim, tmp_path):
-    env = env_with_shim(shim)
+@pytest.mark.parametrize("bin_dir", ["", "/usr/bin"], ids=["no bin dir", "bin dir set"])
+def test_help_and_version_with_and_without_a_slurm_configuration(localcluster, shim, tmp_path,
+                                                                 bin_dir):
+    env = env_with_shim(shim, **({"WATTBATCH_SLURM_BIN_DIR": bin_dir} if bin_dir else {}))
     rc, out, err = call(["sbatch", "--help"], env, tmp_path)
     plain = real_sbatch(["--help"], tmp_path)
     assert rc == 0 and out.startswith(plain[1]) and "--wb-dry-run" in out[len(plain[1]):]
