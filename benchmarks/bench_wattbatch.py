@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRIPT = "#!/bin/bash\n#SBATCH --job-name=bench\n#SBATCH --output=/dev/null\n#SBATCH --gres=gpu:1\ntrue\n"
+SCRIPT = ("#!/bin/bash\n#SBATCH --job-name=bench\n#SBATCH --output=/dev/null\n"
+          "#SBATCH --gres=gpu:1\ntrue\n")
 SHIM = Path(__file__).resolve().parents[1] / "contrib" / "sbatch" / "sbatch"
 
 

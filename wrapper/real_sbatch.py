@@ -21,6 +21,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Mapping
+
 MARKER = "WATTBATCH_SBATCH_CALLER"
 HEAD_BYTES = 65536
 OURS = (b"wattbatch", b"wrapper.cli")
@@ -52,7 +56,7 @@ def _self_path() -> str:
     return os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
 
 
-def _candidates(environ: dict | os._Environ) -> list[str]:
+def _candidates(environ: Mapping[str, str]) -> list[str]:
     seen, out = set(), []
     for d in environ.get("PATH", os.defpath).split(os.pathsep):
         path = os.path.join(d or ".", "sbatch")
@@ -62,7 +66,8 @@ def _candidates(environ: dict | os._Environ) -> list[str]:
     return out
 
 
-def resolve(bin_dir: str, bin_dir_source: str, environ, skip: tuple[str, ...] = ()) -> tuple[str, bool]:
+def resolve(bin_dir: str, bin_dir_source: str, environ: Mapping[str, str],
+            skip: tuple[str, ...] = ()) -> tuple[str, bool]:
     """The sbatch to run and whether the call must be marked (it may lead back here).
 
     Raises ``SbatchNotFound`` when only wattbatch's own sbatch is there."""
@@ -106,7 +111,7 @@ def _ancestors(limit: int = 32) -> set[int]:
     return out
 
 
-def nested_call(environ) -> str | None:
+def nested_call(environ: Mapping[str, str]) -> str | None:
     """The sbatch path of a marked call this process runs under, else None (a marker
     inherited by a job's own processes names a pid that is not our ancestor: not nested)."""
     value = environ.get(MARKER)

@@ -20,7 +20,8 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
 
     Uses ``slurm.bin_dir`` (empty: PATH), exports ``SLURM_CONF`` from ``slurm.conf`` when set
     and the caller's environment has none (the user's own wins, as with Slurm), and times out
-    after ``slurm.timeout_s``. A failure raises ``CommandError`` (command, exit code, stderr); when the controller cannot be reached the message says so and how to fix it.
+    after ``slurm.timeout_s``. A failure raises ``CommandError`` (command, exit code, stderr);
+    when the controller cannot be reached the message says so and how to fix it.
     """
     bin_dir = cfg["slurm.bin_dir"]
     argv = [os.path.join(bin_dir, cmd) if bin_dir else cmd, *args]
