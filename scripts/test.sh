@@ -12,12 +12,20 @@ bash scripts/setup.sh || exit 1
 export PATH="$PWD/.venv/bin:$PATH"
 keep=${WATTBATCH_KEEP_CLUSTER:-0}
 
+# A cluster that was already up before this run (the demo's, a developer's) is left up: only
+# what this run started is stopped.
 host_run() {
+  local was_up=0
+  wattctl localcluster status >/dev/null 2>&1 && was_up=1
   wattctl localcluster up || { wattctl localcluster status; return 1; }
   eval "$(wattctl localcluster env)"
   python -m pytest -p no:cacheprovider "$@"
   local rc=$?
-  [ "$keep" = 1 ] || wattctl localcluster down
+  if [ "$keep" = 1 ] || [ "$was_up" = 1 ]; then
+    echo "test: local cluster left up (${WATTBATCH_LOCALCLUSTER_DIR:-default state dir})" >&2
+  else
+    wattctl localcluster down
+  fi
   return $rc
 }
 
@@ -25,6 +33,9 @@ summary=()
 overall=0
 for release in ${WATTBATCH_TEST_SLURM:-system 24.11 26.05}; do
   start=$SECONDS
+  root_was_up=0
+  [ "$release" = system ] || ! wattctl localcluster status --slurm "$release" >/dev/null 2>&1 \
+    || root_was_up=1
   if [ "$release" = system ]; then
     (host_run "$@")
     rc=$?
@@ -44,7 +55,7 @@ for release in ${WATTBATCH_TEST_SLURM:-system 24.11 26.05}; do
     summary+=("slurm $release: demo exit $rc in $((SECONDS - start)) s")
     [ "$rc" = 0 ] || overall=1
   fi
-  if [ "$release" != system ] && [ "$keep" != 1 ]; then
+  if [ "$release" != system ] && [ "$keep" != 1 ] && [ "$root_was_up" = 0 ]; then
     wattctl localcluster down --slurm "$release"
   fi
 done

@@ -30,8 +30,15 @@ def run(
     input_text: str | None = None,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    stdin_fd: int | None = None,
+    pass_fds: tuple[int, ...] = (),
+    executable: str | None = None,
 ) -> Completed:
-    """Run ``argv`` and return its output; raise ``CommandError`` on failure when ``check``."""
+    """Run ``argv`` and return its output; raise ``CommandError`` on failure when ``check``.
+
+    ``stdin_fd``: an open file to read standard input from (instead of ``input_text``);
+    ``pass_fds``: descriptors the command inherits under the same numbers; ``executable``: the
+    program to run when ``argv[0]`` is only the name it is given (its messages show that name)."""
     argv = [str(a) for a in argv]
     full_env = None
     if env is not None:
@@ -41,6 +48,9 @@ def run(
         proc = subprocess.run(
             argv,
             input=input_text,
+            stdin=stdin_fd,
+            pass_fds=pass_fds,
+            executable=executable,
             capture_output=True,
             text=True,
             timeout=timeout_s,

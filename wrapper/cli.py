@@ -3,8 +3,10 @@
 parse (sbatch's rules) -> site config -> Slurm snapshot + InfluxDB readings -> policy.advise ->
 Placement -> extra sbatch options + script block -> sbatch. sbatch's stdout, stderr and exit
 code are relayed as they are. Fail-open: if the config, telemetry, snapshot or policy fails, the
-job is submitted unchanged and exactly one ``wattbatch: warning:`` line goes to stderr.
-Exit 2: a bad wattbatch option (nothing submitted).
+job is submitted unchanged and exactly one ``wattbatch: warning:`` line goes to stderr; so is a
+bad wattbatch setting from the environment or a ``#WATTBATCH`` line. Exit 255 (sbatch's code for
+a bad option): a bad ``--wb-*`` option on the command line (nothing submitted). Which sbatch runs:
+``real_sbatch``; how the script reaches it: ``script_io``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import time
 
 from slurm_plugin.record import record
 
+from . import real_sbatch, script_io
 from .sbatch_args import WRAP_SCRIPT, CommandLine, parse_command_line, parse_script
+from .script_io import Script
 from .wb_options import WbOptionError, help_text, resolve, takes_value
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
     from typing import Any, BinaryIO, Callable, Mapping, TextIO
 
-EXIT_WB_USAGE = 2
+EXIT_WB_USAGE = 255                # a bad --wb-* option: sbatch's code for a bad option
+EXIT_NO_SBATCH = 127               # no sbatch but wattbatch's own
 SBATCH_TIMEOUT_S = 20 * 86400.0    # --wait may block for the job's whole run
 
 
@@ -54,11 +59,14 @@ LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings)
 
 @record(frozen=False)
 class Submission:
-    """What goes to sbatch: argv after the program, and the script on stdin (or None)."""
+    """What goes to sbatch: argv after the program, the script bytes on its standard input
+    (a script without a path) or where its path reads them (``script``), or a temp file."""
 
     args: list[str]
-    stdin_text: str | None = None
+    stdin_data: bytes | None = None
+    script: Script | None = None
     temp_script: str | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 class Io:
@@ -73,79 +81,95 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(argv: list[str], io: Io, providers: Providers = LIVE,
         now_s: float | None = None) -> int:
+    nested = real_sbatch.nested_call(io.environ)
+    if nested is not None:          # an sbatch we ran led back here: pass through, unchanged
+        fds = tuple(n for n in map(script_io.fd_number, argv) if n > 2)   # /dev/fd/N scripts
+        return _sbatch(Submission(list(argv), pass_fds=fds), None, io, skip=(nested,))
     cmd = parse_command_line(argv, takes_value)
     try:
-        wb = resolve(cmd.wb_words, [], io.environ)
+        cli_wb = resolve(cmd.wb_words, [], {})
     except WbOptionError as exc:
         io.err.write(f"{exc}\n")
         return EXIT_WB_USAGE
-    if wb.help:
+    if cli_wb.help:
         io.out.write(help_text())
         return 0
     plain = [w for k, w in enumerate(argv) if k not in cmd.wb_indexes]
-    info = any(u.opt.field == "info" for u in cmd.uses)
-    if wb.off or cmd.error or info or cmd.hetjob:
+    info = next((u.opt.name for u in cmd.uses if u.opt.field == "info"), None)
+    if info in ("help", "version") and not cmd.error:
+        from .info import help_or_version
+        return help_or_version(info, _sbatch_quiet(plain, io), io.out, io.err)
+    try:
+        early = resolve(cmd.wb_words, [], io.environ)
+    except WbOptionError:
+        early = cli_wb                  # said once the script is read (it may be --wb-off)
+    if early.off or cmd.error or info or cmd.hetjob:
         return _sbatch(Submission(plain), None, io)
     wrap = next((u.value for u in reversed(cmd.uses) if u.opt.field == "wrap"), None)
     if wrap is not None and cmd.script is not None:
         return _sbatch(Submission(plain), None, io)     # sbatch says why
     try:
-        raw = _read_script(cmd, wrap, io)
+        script = _read_script(cmd, wrap, io)
     except OSError:
         return _sbatch(Submission(plain), None, io)     # sbatch: "Unable to open file"
+    raw = script.data
     text = raw.decode("utf-8", "surrogateescape")
     header = parse_script(text)
     if header.error:
-        return _sbatch(_unchanged(cmd, plain, raw, wrap), None, io)
+        return _sbatch(_unchanged(cmd, plain, script, wrap), None, io)
     try:
         wb = resolve(cmd.wb_words, header.wb_lines, io.environ)
-    except WbOptionError as exc:
-        io.err.write(f"{exc}\n")
-        return EXIT_WB_USAGE
+    except WbOptionError as exc:        # from the environment or a #WATTBATCH line: never blocks
+        return _fail_open(exc, cmd, plain, script, wrap, cli_wb, io)
     if wb.off:
-        return _sbatch(_unchanged(cmd, plain, raw, wrap), None, io)
+        return _sbatch(_unchanged(cmd, plain, script, wrap), None, io)
+    _say_dry_run_source(wb, io)
     now_s = time.time() if now_s is None else now_s
     from .decide import decide  # the policy path, imported only when it runs
     try:
         outcome = decide(cmd, header, text, wb, io.environ, providers, now_s)
     except Exception as exc:                                    # noqa: BLE001 - fail-open
-        return _fail_open(exc, cmd, plain, raw, wrap, wb, io)
+        return _fail_open(exc, cmd, plain, script, wrap, wb, io)
     if outcome.cfg is not None and outcome.unchanged_reason:
         if wb.dry_run:
             return _print_dry_run(outcome, text, io, wb.json)
-        return _sbatch(_unchanged(cmd, plain, raw, wrap), outcome.cfg, io)
+        return _sbatch(_unchanged(cmd, plain, script, wrap), outcome.cfg, io)
     if wb.dry_run:
         return _print_dry_run(outcome, outcome.script, io, wb.json)
     if wb.explain:
         for line in outcome.explain_lines():
             io.err.write(f"wattbatch: explain: {line}\n")
-    return _sbatch(_changed(cmd, argv, outcome), outcome.cfg, io)
+    return _sbatch(_changed(cmd, argv, outcome, script), outcome.cfg, io)
 
 
-def _read_script(cmd: CommandLine, wrap: str | None, io: Io) -> bytes:
+def _say_dry_run_source(wb: Any, io: Io) -> None:
+    """A dry run asked for by the environment, not the command line, is said every time: a
+    client would otherwise see exit 0 and no job id."""
+    where = wb.sources.get("json") or wb.sources.get("dry_run") or ""
+    if wb.dry_run and where.startswith("$"):
+        io.err.write(f"wattbatch: note: {where} is set: dry run, nothing submitted "
+                     f"(unset it to submit)\n")
+
+
+def _read_script(cmd: CommandLine, wrap: str | None, io: Io) -> Script:
     if wrap is not None:
-        return WRAP_SCRIPT.format(wrap).encode("utf-8", "surrogateescape")
-    if cmd.script is not None:
-        with open(cmd.script, "rb") as fh:
-            return fh.read()
-    return io.stdin.read()
+        return Script(WRAP_SCRIPT.format(wrap).encode("utf-8", "surrogateescape"), kind="wrap")
+    return script_io.read(cmd.script, io.stdin)
 
 
-def _unchanged(cmd: CommandLine, plain: list[str], raw: bytes, wrap: str | None) -> Submission:
+def _unchanged(cmd: CommandLine, plain: list[str], script: Script,
+               wrap: str | None) -> Submission:
     if cmd.script is not None or wrap is not None:
-        return Submission(plain)
-    return _with_script(Submission(plain), raw, needs_file=False)
+        return Submission(plain, script=script)
+    return Submission(plain, stdin_data=script.data)
 
 
 def _with_script(sub: Submission, raw: bytes, needs_file: bool) -> Submission:
-    """Hand the script to sbatch on stdin, or in a temp file when it is not UTF-8 or the
-    script has arguments (sbatch reads stdin only when no script path is given)."""
-    try:
-        if not needs_file:
-            sub.stdin_text = raw.decode("utf-8")
-            return sub
-    except UnicodeDecodeError:
-        pass
+    """Hand the script to sbatch on stdin, or in a temp file when the script has arguments
+    (sbatch reads stdin only when no script path is given)."""
+    if not needs_file:
+        sub.stdin_data = raw
+        return sub
     import tempfile
     fd, path = tempfile.mkstemp(prefix="wattbatch-", suffix=".sbatch")
     with os.fdopen(fd, "wb") as fh:
@@ -154,7 +178,7 @@ def _with_script(sub: Submission, raw: bytes, needs_file: bool) -> Submission:
     return sub
 
 
-def _changed(cmd: CommandLine, argv: list[str], outcome: Any) -> Submission:
+def _changed(cmd: CommandLine, argv: list[str], outcome: Any, script: Script) -> Submission:
     drop = set(cmd.wb_indexes)
     rendered = outcome.script != outcome.original
     if rendered and outcome.wrap:
@@ -164,9 +188,9 @@ def _changed(cmd: CommandLine, argv: list[str], outcome: Any) -> Submission:
     words = [w for k, w in enumerate(argv[:cmd.opt_end]) if k not in drop]
     words += outcome.args
     if not rendered:
-        sub = Submission(words + argv[cmd.opt_end:])
+        sub = Submission(words + argv[cmd.opt_end:], script=script)
         return sub if (cmd.script is not None or outcome.wrap) else _with_script(
-            sub, outcome.original.encode("utf-8", "surrogateescape"), needs_file=False)
+            sub, script.data, needs_file=False)
     tail = argv[cmd.opt_end + (1 if cmd.double_dash else 0):]
     sub = _with_script(Submission(words), outcome.script.encode("utf-8", "surrogateescape"),
                        needs_file=bool(cmd.script_args))
@@ -175,19 +199,34 @@ def _changed(cmd: CommandLine, argv: list[str], outcome: Any) -> Submission:
     return sub
 
 
-def _fail_open(exc: BaseException, cmd: CommandLine, plain: list[str], raw: bytes,
+def _fail_open(exc: BaseException, cmd: CommandLine, plain: list[str], script: Script,
                wrap: str | None, wb: Any, io: Io) -> int:
     from slurm_plugin.errors import ConfigError
     reason = " ".join(str(exc).split()) or type(exc).__name__
+    reason = reason.removeprefix("wattbatch: ")
     cfg = getattr(exc, "wattbatch_cfg", None)
     if cfg is not None and not cfg.get("policy.fail_open", True) and not isinstance(
-            exc, ConfigError):
+            exc, (ConfigError, WbOptionError)):
         io.err.write(f"wattbatch: error: {reason} (policy.fail_open is off: nothing submitted)\n")
         return 1
     io.err.write(f"wattbatch: warning: {reason}; submitting the job unchanged\n")
     if wb.dry_run:
+        return _print_unchanged_dry_run(reason, script.data, io, wb.json)
+    return _sbatch(_unchanged(cmd, plain, script, wrap), cfg, io)
+
+
+def _print_unchanged_dry_run(reason: str, raw: bytes, io: Io, as_json: bool) -> int:
+    text = raw.decode("utf-8", "surrogateescape")
+    if as_json:
+        import json
+        doc = {"policy": None, "submitted": False, "unchanged_reason": reason,
+               "script": text.encode("utf-8", "replace").decode("utf-8")}
+        io.out.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    return _sbatch(_unchanged(cmd, plain, raw, wrap), cfg, io)
+    io.out.write(f"# wattbatch: submitted unchanged: {reason}\n{text}")
+    if text and not text.endswith("\n"):
+        io.out.write("\n")
+    return 0
 
 
 def _print_dry_run(outcome: Any, script: str, io: Io, as_json: bool) -> int:
@@ -203,20 +242,70 @@ def _print_dry_run(outcome: Any, script: str, io: Io, as_json: bool) -> int:
     return 0
 
 
-def _sbatch(sub: Submission, cfg: Any, io: Io) -> int:
+def _slurm_settings(cfg: Any, environ: Mapping[str, str]) -> tuple[str, str, str]:
+    """(bin dir, slurm.conf, where the bin dir was set) from the site config; read here when
+    the caller has none (a path that decides nothing), from the environment if it is broken."""
+    if cfg is None:
+        from slurm_plugin import config
+        from slurm_plugin.errors import ConfigError
+        try:
+            cfg = config.load(environ=environ)
+        except (ConfigError, OSError):
+            return (environ.get("WATTBATCH_SLURM_BIN_DIR", ""),
+                    environ.get("WATTBATCH_SLURM_CONF", ""), "$WATTBATCH_SLURM_BIN_DIR")
+    return cfg["slurm.bin_dir"], cfg["slurm.conf"], cfg.source("slurm.bin_dir")
+
+
+def _sbatch_command(cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> tuple[str, dict]:
+    """The real sbatch's path and the environment it gets (it runs under the name ``sbatch``,
+    which its messages show, as when a client calls it). The user's own ``SLURM_CONF`` wins over
+    the site's ``slurm.conf``, as with sbatch alone."""
+    bin_dir, conf, source = _slurm_settings(cfg, io.environ)
+    path, mark = real_sbatch.resolve(bin_dir, source, io.environ, skip)
+    if skip and mark:
+        raise real_sbatch.SbatchNotFound(
+            f"wattbatch: error: {skip[0]} ran wattbatch again, and {path} may too; "
+            f"{real_sbatch.INSTALL_HINT}")
+    env = {"SLURM_CONF": conf} if conf and "SLURM_CONF" not in io.environ else {}
+    if mark:
+        env.update(real_sbatch.marker(path))
+    return path, env
+
+
+def _sbatch_quiet(args: list[str], io: Io) -> Any:
+    """A runner for the info paths (--help, --version): sbatch's result, or None."""
+    def call() -> Any:
+        from slurm_plugin import proc
+        from slurm_plugin.errors import CommandError
+        try:
+            path, env = _sbatch_command(None, io)
+            return proc.run(["sbatch", *args], timeout_s=30, check=False, env=env or None,
+                            executable=path)
+        except (real_sbatch.SbatchNotFound, CommandError) as exc:
+            return exc
+    return call
+
+
+def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> int:
     """Run sbatch and relay its stdout, stderr and exit code as they are."""
     from slurm_plugin import proc
     from slurm_plugin.errors import CommandError
-    bin_dir = cfg["slurm.bin_dir"] if cfg is not None else ""
-    env = {"SLURM_CONF": cfg["slurm.conf"]} if cfg is not None and cfg["slurm.conf"] else None
-    argv = [os.path.join(bin_dir, "sbatch") if bin_dir else "sbatch", *sub.args]
     try:
-        done = proc.run(argv, timeout_s=SBATCH_TIMEOUT_S, check=False,
-                        input_text=sub.stdin_text, env=env)
+        path, env = _sbatch_command(cfg, io, skip)
+    except real_sbatch.SbatchNotFound as exc:
+        io.err.write(f"{exc}\n")
+        return EXIT_NO_SBATCH
+    feed = script_io.handoff(sub.script or Script(b"", kind="none"), sub.stdin_data)
+    try:
+        done = proc.run(["sbatch", *sub.args], timeout_s=SBATCH_TIMEOUT_S, check=False,
+                        env=env or None, stdin_fd=feed.stdin_fd,
+                        pass_fds=feed.pass_fds + sub.pass_fds,
+                        executable=path)
     except CommandError as exc:
         io.err.write(f"wattbatch: error: {' '.join(str(exc).split())}\n")
         return exc.returncode
     finally:
+        feed.close()
         if sub.temp_script:
             os.unlink(sub.temp_script)
     io.out.write(done.stdout)

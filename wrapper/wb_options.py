@@ -7,7 +7,7 @@ Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
 * Script: ``#WATTBATCH`` lines at column 0 above the first command (the ``#SBATCH`` rule). Each
   holds one or more words, split like a shell line (quotes, ``#`` comment), each written
   ``--wb-NAME[=VALUE]`` or plain ``NAME[=VALUE]``; a value may also be the next word.
-  Example: ``#WATTBATCH app=resnet50 no-share opt-out=defer``.
+  Example: ``#WATTBATCH app=resnet18 no-share opt-out=defer``.
 * Environment: ``WATTBATCH_<NAME>`` with ``-`` as ``_`` (``WATTBATCH_DRY_RUN=1``); flags read
   1/true/yes/on or 0/false/no/off. ``WATTBATCH_SHARE=0`` is ``--wb-no-share``.
 """
@@ -27,7 +27,8 @@ ACTIONS = ("share", "defer", "resize", "place", "power", "batch")
 
 
 class WbOptionError(InputError):
-    """A wattbatch option is unknown or its value is invalid (exit code 2)."""
+    """A wattbatch option is unknown or its value is invalid: on the command line exit 255 (nothing
+    submitted); from the environment or a ``#WATTBATCH`` line one warning, job unchanged."""
 
 
 @record
@@ -65,7 +66,10 @@ def _elastic(text: str) -> tuple[int, int]:
 
 
 def _mib(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value <= 0:
         raise ValueError("expected a positive number of MiB")
     return value
@@ -86,7 +90,7 @@ WB_OPTIONS: tuple[WbOpt, ...] = (
     WbOpt("opt-out", "opt_out", f"refuse policy actions: comma list of {', '.join(ACTIONS)}, all",
           _opt_out),
     WbOpt("policy", "policy", "advise this job with policy NAME (see `wattctl policies`)", _name),
-    WbOpt("app", "app", "workload class of the job (e.g. resnet50), used for predictions", _name),
+    WbOpt("app", "app", "workload class of the job (e.g. resnet18; see the classes in docs/physics.md), used for predictions", _name),
     WbOpt("elastic", "elastic", "the job runs on MIN-MAX GPUs and checkpoints on SIGTERM/USR1",
           _elastic),
     WbOpt("gpu-mem", "gpu_mem_mib", "GPU memory the job needs per GPU, in MiB", _mib),

@@ -91,6 +91,7 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
     started = ", ".join(report.started) or "nothing (already up)"
     click.echo(f"local cluster up in {report.step_s['total']:.1f} s; started: {started}")
     click.echo(f"state dir: {spec.state_dir}")
+    click.echo(f"default slurm.conf: {report.default_conf}")
     click.echo(f"use it:    . {spec.env_sh}")
 
 
@@ -154,6 +155,8 @@ def status(state_dir: str | None, as_json_flag: bool, release: str) -> None:
             click.echo(f"{node:12} {state}")
         click.echo(f"{'influx':12} {result['influx_url']} "
                    f"{'answers /ping' if result['influx_ping'] else 'not answering'}")
+        click.echo(f"{'slurm.conf':12} {localcluster.DEFAULT_SLURM_CONF}: "
+                   f"{result['default_slurm_conf']}")
         click.echo(f"state dir: {result['state_dir']}  ({'up' if result['up'] else 'not up'})")
     raise SystemExit(0 if result["up"] else 1)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import CommandError, ConfigError
-from . import procs
+from . import default_conf, procs
 from .install import ensure_packages, slurm_daemon, slurm_version, which
 from .render import render, render_all
 from .spec import Spec
@@ -43,10 +43,12 @@ class Report:
     installed: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
     step_s: dict[str, float] = field(default_factory=dict)
+    default_conf: str = ""
 
     def as_dict(self) -> dict:
         return {"state_dir": str(self.spec.state_dir), "installed": self.installed,
                 "started": self.started, "step_s": self.step_s, "env": self.spec.env(),
+                "default_slurm_conf": self.default_conf,
                 "influx_url": self.spec.influx_url}
 
 
@@ -342,6 +344,8 @@ def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
                                                "influxd: /ping", [spec.log_file("influxd")]))
     step("influx database", lambda: _influx_database(spec))
     step("site files", lambda: _write_user_files(spec))
+    step("default slurm.conf", lambda: setattr(report, "default_conf",
+                                               default_conf.claim(spec.slurm_conf)))
     step("collector", lambda: _collector(spec))
     step("alive", lambda: _check_alive(spec))
     report.step_s["total"] = round(sum(report.step_s.values()), 3)
@@ -399,6 +403,8 @@ def down(spec: Spec) -> dict:
     for pid in procs.pids_under(spec.state_dir, spec.slurm_conf):   # slurmstepd and job processes left over
         procs.stop_pid(pid, timeout_s=5)
         stopped.append(f"pid {pid}")
+    if default_conf.release(spec.slurm_conf):
+        stopped.append(f"link {default_conf.DEFAULT_SLURM_CONF}")
     ours = spec.path("run", "munged.ours")
     if ours.exists():
         pid = procs.running_pid(MUNGE_PID, "munged")
@@ -427,7 +433,7 @@ def status(spec: Spec) -> dict:
         s in ("idle", "mixed", "allocated") for s in nodes.values())
     return {"state_dir": str(spec.state_dir), "up": all_up, "daemons": daemons,
             "nodes": nodes, "influx_ping": influx, "influx_url": spec.influx_url,
-            "env": spec.env()}
+            "env": spec.env(), "default_slurm_conf": default_conf.holder(spec.slurm_conf)}
 
 
 def as_json(data: dict) -> str:

@@ -18,13 +18,15 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
           check: bool = True, timeout_s: float | None = None) -> proc.Completed:
     """Run Slurm command ``cmd`` (sbatch, squeue, ...) with ``args``.
 
-    Uses ``slurm.bin_dir`` (empty: PATH), exports ``SLURM_CONF`` from ``slurm.conf`` when set,
-    and times out after ``slurm.timeout_s``. A failure raises ``CommandError`` (command, exit
-    code, stderr); when the controller cannot be reached the message says so and how to fix it.
+    Uses ``slurm.bin_dir`` (empty: PATH), exports ``SLURM_CONF`` from ``slurm.conf`` when set
+    and the caller's environment has none (the user's own wins, as with Slurm), and times out
+    after ``slurm.timeout_s``. A failure raises ``CommandError`` (command, exit code, stderr);
+    when the controller cannot be reached the message says so and how to fix it.
     """
     bin_dir = cfg["slurm.bin_dir"]
     argv = [os.path.join(bin_dir, cmd) if bin_dir else cmd, *args]
-    env = {"SLURM_CONF": cfg["slurm.conf"]} if cfg["slurm.conf"] else None
+    env = {"SLURM_CONF": cfg["slurm.conf"]} if cfg["slurm.conf"] and \
+        "SLURM_CONF" not in os.environ else None
     try:
         return proc.run(argv, timeout_s=timeout_s or cfg["slurm.timeout_s"], check=check,
                         input_text=input_text, env=env)
@@ -61,7 +63,7 @@ _RELEASES: dict[tuple[str, str], str] = {}
 def slurm_release(cfg: SiteConfig) -> str:
     """The release of the Slurm commands in use (``scontrol -V``: ``slurm 24.11.5``), asked
     once per process and command set; it needs no controller."""
-    key = (cfg["slurm.bin_dir"], cfg["slurm.conf"])
+    key = (cfg["slurm.bin_dir"], cfg["slurm.conf"], os.environ.get("SLURM_CONF", ""))
     if key not in _RELEASES:
         out = slurm("scontrol", ["-V"], cfg).stdout.split()
         if len(out) < 2 or not out[1][:1].isdigit():
@@ -72,7 +74,10 @@ def slurm_release(cfg: SiteConfig) -> str:
 
 
 def _hint(cfg: SiteConfig) -> str:
-    conf = cfg["slurm.conf"] or os.environ.get("SLURM_CONF", "the default slurm.conf")
+    if os.environ.get("SLURM_CONF"):
+        conf, source = os.environ["SLURM_CONF"], "$SLURM_CONF"
+    else:
+        conf, source = cfg["slurm.conf"] or "the default slurm.conf", cfg.source("slurm.conf")
     return (f"slurm: the Slurm controller is not reachable (slurm.conf {conf}, set by "
-            f"{cfg.source('slurm.conf')}): start slurmctld (local test cluster: "
+            f"{source}): start slurmctld (local test cluster: "
             "`wattctl localcluster up`) or fix slurm.conf")

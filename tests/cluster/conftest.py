@@ -17,6 +17,13 @@ from slurm_plugin import config
 from slurm_plugin.localcluster import Spec, cancel_all_jobs, resolve, up
 
 
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """The parity suite's count of identical cases, printed after every run."""
+    from parity_cases import SUMMARY
+    for line in config.stash.get(SUMMARY, []):
+        terminalreporter.write_line(line)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:

@@ -103,7 +103,7 @@ def test_history_reports_real_exit_codes(cfg, opts):
     assert rec is not None and rec.state == "FAILED" and rec.exit_code == 7, rec
 
 
-def test_controller_down_gives_clear_error(localcluster, tmp_path):
+def test_controller_down_gives_clear_error(localcluster, tmp_path, monkeypatch):
     """A slurm.conf whose controller port nobody listens on: squeue --json exits 0 with an
     ``errors`` list there, which must be an error here, not an empty cluster. (Each command
     retries for about MessageTimeout seconds: 3 here.)"""
@@ -114,6 +114,7 @@ def test_controller_down_gives_clear_error(localcluster, tmp_path):
                             else f"{kv[0]}\n" for kv in lines))
     (tmp_path / "gres.conf").write_text((localcluster.slurm_conf.parent / "gres.conf").read_text())
     cfg = localcluster.config().with_overrides({"slurm.conf": str(conf), "slurm.timeout_s": 30})
+    monkeypatch.delenv("SLURM_CONF")          # the site's slurm.conf counts when the user has none
     with pytest.raises(CommandError) as err:
         snapshot(cfg)
     assert "controller is not reachable" in str(err.value)

@@ -142,16 +142,21 @@ def test_bad_sbatch_option_exit_code_is_sbatchs(localcluster, script):
     assert (missing.returncode, missing.stderr) == (1, sbatch(["/nonexistent/job.sh"]).stderr)
 
 
-def test_wattbatch_input_errors_submit_nothing(localcluster, tmp_path):
+def test_bad_wattbatch_settings(localcluster, tmp_path):
+    """On the command line: exit 255 (sbatch's code for a bad option), nothing submitted. In a
+    #WATTBATCH line: one warning, the job submitted unchanged."""
     bad = tmp_path / "bad.sh"
     bad.write_text("#!/bin/bash\n#SBATCH -J bad\n#WATTBATCH opt-out=everything\ntrue\n")
-    done = wattbatch([str(bad)])
-    assert done.returncode == 2 and done.stdout == ""
-    assert "script line 3: --wb-opt-out='everything'" in done.stderr
     unknown = wattbatch(["--wb-shar", str(bad)])
-    assert unknown.returncode == 2 and "valid options:" in unknown.stderr
+    assert unknown.returncode == 255 and "valid options:" in unknown.stderr
     queue = subprocess.run(["squeue", "-h", "-n", "bad"], capture_output=True, text=True)
     assert queue.stdout == ""
+    done = wattbatch(["--hold", str(bad)], cwd=tmp_path)
+    job = show(job_id(done))
+    assert done.stderr == ("wattbatch: warning: script line 3: --wb-opt-out='everything': "
+                           "unknown action 'everything'; choose from share, defer, resize, "
+                           "place, power, batch, all; submitting the job unchanged\n")
+    assert job["JobName"] == "bad" and "Comment" not in job
 
 
 def test_fail_open_when_influxdb_is_unreachable(localcluster, script):

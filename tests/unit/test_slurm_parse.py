@@ -112,13 +112,16 @@ def fake_bin(tmp_path):
 
 
 @pytest.fixture()
-def cfg(fake_bin):
+def cfg(fake_bin, monkeypatch):
+    monkeypatch.delenv("SLURM_CONF", raising=False)
     return config.load(environ={}).with_overrides(
         {"slurm.bin_dir": str(fake_bin), "slurm.conf": "/etc/x/slurm.conf"})
 
 
-def test_runner_applies_bin_dir_and_slurm_conf(cfg):
+def test_runner_applies_bin_dir_and_slurm_conf(cfg, monkeypatch):
     assert slurm("sinfo", ["-h"], cfg).stdout.strip() == "/etc/x/slurm.conf -h"
+    monkeypatch.setenv("SLURM_CONF", "/home/me/slurm.conf")      # the user's own wins
+    assert slurm("sinfo", ["-h"], cfg).stdout.strip() == "/home/me/slurm.conf -h"
 
 
 def test_json_errors_are_errors_not_empty_data(cfg):

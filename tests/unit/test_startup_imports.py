@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("dataclasses", "inspect", "typing", "tomllib", "pathlib", "jinja2", "click")
+HEAVY = ("dataclasses", "inspect", "typing", "tomllib", "pathlib", "jinja2", "click", "tempfile",
+         "threading")
 PROBE = f"""
 import json, sys
 sys.argv = ["wattbatch", "--wb-dry-run", sys.argv[1]]

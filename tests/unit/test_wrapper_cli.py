@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,8 @@ def fake(tmp_path, monkeypatch):
 
 
 def _run(fake, argv, stdin=b"", env=None, providers=None):
-    environ = {"WATTBATCH_SITE_CONFIG": str(fake / "site.toml"), **(env or {})}
+    environ = {"WATTBATCH_SITE_CONFIG": str(fake / "site.toml"), "PATH": os.environ["PATH"],
+               **(env or {})}
     out, err = io.StringIO(), io.StringIO()
     calls = []
     prov = providers or Providers(snapshot=lambda cfg: calls.append("snap") or CLUSTER,
@@ -146,12 +148,56 @@ def test_sbatch_errors_are_relayed_as_they_are(fake):
     assert sent == ["missing.sh"] and err == ""
 
 
-def test_bad_wattbatch_options_exit_2_and_submit_nothing(fake):
+def test_bad_wattbatch_option_on_the_command_line_exits_255_and_submits_nothing(fake):
     rc, _, err, sent, _ = _run(fake, ["--wb-bogus", "job.sh"])
-    assert rc == 2 and sent is None and "valid options: --wb-dry-run" in err
-    (fake / "job.sh").write_text("#!/bin/sh\n#WATTBATCH app='x\ntrue\n")
-    rc, _, err, sent, _ = _run(fake, ["job.sh"])
-    assert rc == 2 and sent is None and "script line 2: malformed #WATTBATCH line" in err
+    assert rc == 255 and sent is None and "valid options: --wb-dry-run" in err
+    rc, _, err, sent, _ = _run(fake, ["--wb-gpu-mem=abc", "job.sh"])
+    assert rc == 255 and sent is None
+    assert err == ("wattbatch: command line: --wb-gpu-mem='abc': expected a positive number "
+                   "of MiB\n")
+
+
+@pytest.mark.parametrize("env, script_line, named", [
+    ({"WATTBATCH_DRY_RUN": "maybe"}, "", "$WATTBATCH_DRY_RUN='maybe'"),
+    ({"WATTBATCH_GPU_MEM": "abc"}, "", "$WATTBATCH_GPU_MEM: --wb-gpu-mem='abc'"),
+    ({"WATTBATCH_ELASTIC": "9-1"}, "", "--wb-elastic='9-1': expected 1 <= MIN <= MAX"),
+    ({}, "#WATTBATCH app='x\n", "script line 2: malformed #WATTBATCH line"),
+    ({}, "#WATTBATCH --bogus\n", "script line 2: malformed #WATTBATCH word '--bogus'"),
+])
+def test_bad_settings_from_environment_or_script_warn_once_and_submit_unchanged(
+        fake, env, script_line, named):
+    (fake / "job.sh").write_text("#!/bin/sh\n" + script_line + "true\n")
+    rc, out, err, sent, _ = _run(fake, ["-J", "x", "job.sh"], env=env)
+    assert (rc, out, sent) == (0, "Submitted batch job 77\n", ["-J", "x", "job.sh"])
+    assert err.count("\n") == 1 and err.startswith("wattbatch: warning: ") and named in err
+    assert err.endswith("; submitting the job unchanged\n") and "invalid literal" not in err
+
+
+def test_dry_run_from_the_environment_is_said_every_time(fake):
+    for _ in range(2):
+        rc, out, err, sent, _ = _run(fake, ["job.sh"], env={"WATTBATCH_DRY_RUN": "1"})
+        assert rc == 0 and sent is None and out.startswith("# wattbatch: policy")
+        assert err == ("wattbatch: note: $WATTBATCH_DRY_RUN is set: dry run, nothing submitted "
+                       "(unset it to submit)\n")
+    rc, _, err, _, _ = _run(fake, ["--wb-dry-run", "job.sh"])
+    assert rc == 0 and err == ""
+
+
+def test_json_dry_run_prints_a_document_when_the_decision_fails_open(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-json", "--wb-policy", "test-broken", "job.sh"])
+    doc = json.loads(out)
+    assert rc == 0 and sent is None and err.startswith("wattbatch: warning: policy exploded")
+    assert doc["submitted"] is False and doc["script"] == SCRIPT
+    assert doc["unchanged_reason"] == "policy exploded second line"
+
+
+def test_users_slurm_conf_wins_over_the_sites(fake, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", "/home/me/other/slurm.conf")
+    _run(fake, ["job.sh"], env={"SLURM_CONF": "/home/me/other/slurm.conf"})
+    assert (fake / "env").read_text() == "SLURM_CONF=/home/me/other/slurm.conf\n"
+    monkeypatch.delenv("SLURM_CONF")
+    _run(fake, ["job.sh"])
+    assert (fake / "env").read_text() == "SLURM_CONF=/etc/x/slurm.conf\n"
 
 
 def test_help_and_off(fake):
