@@ -209,11 +209,16 @@ def _sacctmgr(spec: Spec) -> None:
                   f"cluster={name}"], timeout_s=30, env=env)
 
 
-def _slurmctld(spec: Spec) -> bool:
+def _slurmctld(spec: Spec, fresh: bool) -> bool:
+    """slurmctld, recovering the jobs of the last run from its state save location; with
+    ``fresh`` a clean start (``-c``: every job of an earlier run is gone; when it already
+    runs, its jobs are cancelled)."""
     if procs.running_pid(spec.pid_file("slurmctld"), "slurmctld"):
+        if fresh:
+            cancel_all_jobs(spec)
         return False
-    # -c: a clean start; jobs of an earlier run were cancelled by `down` anyway.
-    _start([str(spec.bin_dir / "slurmctld"), "-c", "-f", str(spec.slurm_conf)], spec,
+    _start([str(spec.bin_dir / "slurmctld"), *(["-c"] if fresh else []),
+            "-f", str(spec.slurm_conf)], spec,
            "slurmctld", spec.pid_file("slurmctld"), "slurmctld", spec.log_file("slurmctld"),
            env=_slurm_env(spec))
     return True
@@ -253,14 +258,17 @@ def _influx(spec: Spec) -> bool:
 
 def _collector(spec: Spec) -> bool:
     """The emulated-GPU collector: the fake GPUs' power, energy and utilisation from the
-    physics model, every 2 s, into InfluxDB (and each shared job's slowdown file)."""
+    physics model, every 2 s, into InfluxDB (and each shared job's slowdown file). It runs
+    under ``keepalive``, which starts it again whenever it exits (as systemd does on a site)."""
     if procs.running_pid(spec.pid_file("collector"), "python"):
         return False
     python = sys.executable
+    log = str(spec.log_file("collector"))
     _start(["start-stop-daemon", "--start", "--background", "--make-pidfile", "--pidfile",
-            str(spec.pid_file("collector")), "--output", str(spec.log_file("collector")),
-            "--exec", python, "--", "-m", "slurm_plugin.cli", "collect", "--interval", "2",
-            "--source", "emulated", "--node", "all"],
+            str(spec.pid_file("collector")), "--output", log,
+            "--exec", python, "--", "-m", "slurm_plugin.node.keepalive", "--log", log,
+            "--restart-delay-s", "1", "--", python, "-m", "slurm_plugin.cli", "collect",
+            "--interval", "2", "--source", "emulated", "--node", "all"],
            spec, "collector", spec.pid_file("collector"), "python", spec.log_file("collector"),
            env={**spec.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     return True
@@ -309,8 +317,11 @@ def _write_user_files(spec: Spec) -> None:
     spec.env_sh.write_text(render("env.sh.j2", spec))
 
 
-def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
-    """Bring everything up (idempotent); raise ``CommandError`` with a log tail on failure."""
+def up(spec: Spec, install: bool = True, timeout_s: float = 120.0,
+       fresh: bool = False) -> Report:
+    """Bring everything up (idempotent); raise ``CommandError`` with a log tail on failure.
+
+    Slurm's jobs survive ``down``/``up``; ``fresh`` starts slurmctld with no job."""
     report = Report(spec)
 
     def step(name: str, fn) -> None:
@@ -330,7 +341,7 @@ def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
     step("mariadb", lambda: _mariadb(spec))
     step("slurmdbd", lambda: _slurmdbd(spec))
     step("sacctmgr", lambda: _sacctmgr(spec))
-    step("slurmctld", lambda: _slurmctld(spec))
+    step("slurmctld", lambda: _slurmctld(spec, fresh))
     step("slurmd", lambda: _slurmds(spec))
     step("influxd", lambda: _influx(spec))
     logs = [spec.log_file("slurmctld")] + [spec.log_dir / f"slurmd-{n}.log"
@@ -383,11 +394,36 @@ def cancel_all_jobs(spec: Spec, wait_s: float = 30.0) -> int:
     return len(ids)
 
 
-def down(spec: Spec) -> dict:
-    """Cancel jobs, stop every daemon of this cluster, leave no process or pid file."""
-    cancelled = 0
+def requeue_running_jobs(spec: Spec, wait_s: float = 30.0) -> int:
+    """Requeue every running job (its processes stop with the nodes) and wait until none
+    runs; return how many there were. Slurm would otherwise show them running after the
+    next ``up`` with no process behind them."""
+    env = _slurm_env(spec)
+    done = proc.run(["squeue", "-h", "-t", "RUNNING,CONFIGURING", "-o", "%A"], timeout_s=10,
+                    check=False, env=env)
+    ids = sorted(set(done.stdout.split())) if done.returncode == 0 else []
+    if not ids:
+        return 0
+    proc.run(["scontrol", "requeue", ",".join(ids)], timeout_s=30, check=False, env=env)
+
+    def stopped() -> bool:
+        left = proc.run(["squeue", "-h", "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%A"],
+                        timeout_s=10, check=False, env=env)
+        return left.returncode != 0 or not set(left.stdout.split()) & set(ids)
+    procs.wait_for(stopped, wait_s, "slurm: requeue running jobs", [spec.log_file("slurmctld")])
+    return len(ids)
+
+
+def down(spec: Spec, cancel_jobs: bool = False) -> dict:
+    """Stop every daemon of this cluster, leave no process or pid file. Slurm keeps its jobs
+    for the next ``up``: running ones are requeued first (they start again after ``up``);
+    ``cancel_jobs`` cancels every job instead."""
+    cancelled = requeued = 0
     if procs.running_pid(spec.pid_file("slurmctld"), "slurmctld"):
-        cancelled = cancel_all_jobs(spec)
+        if cancel_jobs:
+            cancelled = cancel_all_jobs(spec)
+        else:
+            requeued = requeue_running_jobs(spec)
     stopped = []
     for name, pid_file, program in _daemon_pid_files(spec):
         pid = procs.running_pid(pid_file, program)
@@ -405,7 +441,8 @@ def down(spec: Spec) -> dict:
             procs.stop_pid(pid)
             stopped.append("munged")
         ours.unlink()
-    return {"state_dir": str(spec.state_dir), "cancelled_jobs": cancelled, "stopped": stopped}
+    return {"state_dir": str(spec.state_dir), "cancelled_jobs": cancelled,
+            "requeued_jobs": requeued, "stopped": stopped}
 
 
 def status_daemons(spec: Spec) -> dict[str, int | None]:
