@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from .actuate import JobView
 from .config import SiteConfig
 from .model import Cluster, Readings
 from .slurm import actions
@@ -32,6 +33,10 @@ class SlurmActuator:
 
     def __init__(self, cfg: SiteConfig) -> None:
         self.cfg = cfg
+
+    def observe(self, job_id: str) -> JobView | None:
+        now = actions.job_now(job_id, self.cfg)
+        return None if now is None else JobView(*now)
 
     def requeue_hold(self, job_id: str) -> None:
         actions.requeue_hold(job_id, self.cfg)

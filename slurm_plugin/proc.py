@@ -56,7 +56,7 @@ def run(
                                       f"{decode(exc.stderr)}") from exc
     done = Completed(tuple(argv), proc.returncode, decode(proc.stdout), decode(proc.stderr))
     if check and proc.returncode != 0:
-        raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+        raise CommandError(argv, proc.returncode, done.stderr, done.stdout)
     return done
 
 

@@ -7,7 +7,9 @@ directly with its own snapshot.
 Guarantees:
 - one pass at a time (``PassLock``); a second concurrent pass returns ``ran=False``;
 - every action is journaled before and after each step; a crash leaves an unfinished action
-  that the next pass finishes first (a half-done resize is never left held);
+  that the next pass finishes first, each step checked against the job's actual state
+  (``actuate``); an action that could not release a job it held stays unfinished (``stuck``)
+  and every later pass tries again, so no job is left held;
 - idempotent: an action whose key was ``done`` in the last ``repeat_window_s`` is skipped;
 - ``dry_run`` records each action as ``dry-run`` in the journal and runs no Slurm command.
 """
@@ -19,57 +21,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping
 
+from .actuate import Actuator, Outcome, execute
 from .errors import WattError
 from .history import FILE_NAME, History
 from .journal import Journal, PassLock
 from .model import Action, Cluster, Readings
 from .policy.base import Context, Policy
-
-
-class Actuator(Protocol):
-    def requeue_hold(self, job_id: str) -> None: ...
-    def set_gpus(self, job_id: str, gpus: int) -> None: ...
-    def whole_gpus(self, job_id: str) -> None: ...
-    def release(self, job_id: str) -> None: ...
-    def start_now(self, job_id: str) -> None: ...
-    def defer(self, job_id: str, begin_s: float) -> None: ...
-    def cancel(self, job_id: str) -> None: ...
-
-
-# The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
-STEPS: dict[str, tuple[str, ...]] = {
-    "resize": ("requeue_hold", "set_gpus", "release", "start_now"),
-    "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
-    "defer": ("defer",),
-    "cancel": ("cancel",),
-    "observe": (),
-    "note": (),
-}
-
-
-def _run_step(actuator: Actuator, step: str, action: Action) -> None:
-    if step == "set_gpus":
-        actuator.set_gpus(action.job_id, int(action.gpus or 1))
-    elif step == "defer":
-        actuator.defer(action.job_id, float(action.begin_s or time.time()))
-    else:
-        getattr(actuator, step)(action.job_id)
-
-
-@dataclass
-class Outcome:
-    action: Action
-    status: str                 # done | failed | dry-run | skipped
-    detail: str = ""
-    recovered: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        a = self.action
-        return {"kind": a.kind, "job_id": a.job_id, "policy": a.policy, "gpus": a.gpus,
-                "begin_s": a.begin_s, "why": a.why, "predicted": dict(a.predicted),
-                "status": self.status, "detail": self.detail, "recovered": self.recovered}
 
 
 @dataclass
@@ -91,36 +50,6 @@ class PassResult:
                 "snapshot_s": round(self.snapshot_s, 4), "policy_s": round(self.policy_s, 4),
                 "total_s": round(self.total_s, 4), "warnings": self.warnings,
                 "actions": [o.as_dict() for o in self.outcomes]}
-
-
-def _undo_hold(actuator: Actuator, action: Action, failed: str, done_steps: list[str]) -> str:
-    """After a failed step of a held job: release it as it was, so no job is left held."""
-    if "requeue_hold" not in done_steps or failed in ("requeue_hold", "release", "start_now"):
-        return ""
-    try:
-        actuator.release(action.job_id)
-        actuator.start_now(action.job_id)
-    except WattError as exc:
-        return f"; the job stays held, release it by hand (scontrol release {action.job_id}): {exc}"
-    return "; the job was released unchanged"
-
-
-def _execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,
-             done_steps: list[str], recovered: bool) -> Outcome:
-    done = list(done_steps)
-    for step in STEPS[action.kind]:
-        if step in done:
-            continue
-        try:
-            _run_step(actuator, step, action)
-        except WattError as exc:
-            detail = f"{step}: {exc}" + _undo_hold(actuator, action, step, done)
-            journal.write(action_id, "failed", action, detail)
-            return Outcome(action, "failed", detail, recovered)
-        journal.write(action_id, f"step:{step}", action)
-        done.append(step)
-    journal.write(action_id, "done", action)
-    return Outcome(action, "done", "", recovered)
 
 
 def reconcile_pass(
@@ -147,13 +76,24 @@ def reconcile_pass(
         if history.warning:
             result.warnings.append(history.warning)
 
+        busy: set[str] = set()       # jobs whose unfinished action could not be finished
         if not dry_run:
             for action_id, action, done_steps in journal.unfinished():
-                result.outcomes.append(
-                    _execute(journal, actuator, action_id, action, done_steps, recovered=True))
+                outcome = execute(journal, actuator, action_id, action, done_steps,
+                                  recovered=True)
+                result.outcomes.append(outcome)
+                if outcome.status == "stuck":
+                    busy.add(action.job_id)
+                    result.warnings.append(f"{action.kind} of job {action.job_id} unfinished: "
+                                           f"{outcome.detail}")
 
         t1 = time.perf_counter()
-        cluster = snapshot()
+        try:
+            cluster = snapshot()
+        except WattError as exc:
+            result.warnings.append(f"Slurm snapshot failed, no decision this pass: {exc}")
+            result.total_s = time.perf_counter() - t0
+            return result
         try:
             reads = readings()
         except WattError as exc:
@@ -179,6 +119,10 @@ def reconcile_pass(
                 journal.write(action_id, "dry-run" if dry_run else "done", action)
                 result.outcomes.append(Outcome(action, "dry-run" if dry_run else "done"))
                 continue
+            if action.job_id in busy:
+                result.outcomes.append(Outcome(action, "skipped", "an earlier action on this "
+                                                                  "job is still unfinished"))
+                continue
             if action.key in recent:
                 result.outcomes.append(Outcome(action, "skipped", "done in an earlier pass"))
                 continue
@@ -191,7 +135,11 @@ def reconcile_pass(
                 result.outcomes.append(Outcome(action, "dry-run"))
                 continue
             journal.write(action_id, "begin", action)
-            result.outcomes.append(_execute(journal, actuator, action_id, action, [], False))
+            outcome = execute(journal, actuator, action_id, action, [], False)
+            result.outcomes.append(outcome)
+            if outcome.status == "stuck":
+                result.warnings.append(f"{action.kind} of job {action.job_id} unfinished: "
+                                       f"{outcome.detail}")
         if not dry_run:
             history.forget_groups(cluster.jobs)
             history.save()

@@ -12,7 +12,7 @@ import time
 from typing import Mapping, Sequence
 
 from ..config import SiteConfig
-from ..errors import InputError
+from ..errors import CommandError, InputError
 from .cli import slurm, slurm_release
 from .formats import release_tuple
 from .parse import parse_scontrol_record
@@ -157,3 +157,27 @@ def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
     record = parse_scontrol_record(slurm("scontrol", ["show", "job", "-d", "-o",
                                                       _check_id(job_id)], cfg).stdout)
     return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}
+
+
+_LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT")
+
+
+def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
+    """(state, held, TresPerNode) of a job as slurmctld has it now, None once it has ended
+    (or is unknown). ``held``: pending with priority 0 (``requeuehold``, ``scontrol hold``).
+    A requeued job in passing (REQUEUED, REQUEUE_HOLD) reads as PENDING. Raises
+    ``CommandError`` when slurmctld cannot be asked."""
+    try:
+        shown = show_job(job_id, cfg)
+    except CommandError as exc:
+        if "Invalid job id" in exc.stderr:
+            return None
+        raise
+    state = shown.get("JobState", "")
+    if state not in _LIVE_STATES:
+        return None
+    if state.startswith("REQUEUE"):
+        state = "PENDING"
+    held = shown.get("Priority") == "0" or shown.get("Reason", "").startswith("JobHeld")
+    return state, held and state == "PENDING", shown.get("TresPerNode", "")
