@@ -24,6 +24,13 @@ from .model import Action
 from .record import record
 
 
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+# How a job our requeue stopped can show after slurmctld lost the requeue (killed before it
+# saved its state): the job's processes ended by SIGTERM, the job FAILED.
+REVIVABLE = ("FAILED", "NODE_FAIL")
+
+
 @record
 class JobView:
     """What a step needs to know about a job, as Slurm shows it now."""
@@ -39,6 +46,10 @@ class JobView:
     @property
     def pending(self) -> bool:
         return self.state == "PENDING"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
 
 
 class Actuator(Protocol):
@@ -91,11 +102,12 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
     """Whether ``step`` must still run, given the job now; raise ``Finished`` when the action
     has nothing left to do."""
     job = action.job_id
-    if view is None:
+    if view is None or view.ended:
         if step == "cancel":
             raise Finished("done", f"job {job} had already ended")
+        shown = "is unknown to Slurm" if view is None else f"ended {view.state}"
         raise Finished("skipped" if not done else "done",
-                       f"job {job} ended before {step}; nothing is held")
+                       f"job {job} {shown} before {step}; nothing is held")
     if step == "requeue_hold":
         if view.held:
             return False                       # the hold took effect before a crash
@@ -114,6 +126,13 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
             raise Finished("skipped", f"job {job} is {view.state.lower()}: nothing to defer")
         return True
     return True                                # whole_gpus (reads the job itself), cancel
+
+
+def _revivable(action: Action, view: JobView | None, done: list[str], recovered: bool) -> bool:
+    """A job this action stopped (its hold done, or maybe done before a crash) that Slurm
+    now shows as failed: slurmctld was killed after the requeue and before it saved it."""
+    return (action.kind in HOLDS and view is not None and view.state in REVIVABLE
+            and ("requeue_hold" in done or recovered))
 
 
 def _run_step(actuator: Actuator, step: str, action: Action) -> None:
@@ -148,6 +167,12 @@ def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action
             continue
         try:
             view = actuator.observe(action.job_id)
+            if _revivable(action, view, done, recovered):
+                actuator.requeue_hold(action.job_id)
+                journal.write(action_id, "revived", action,
+                              f"job {action.job_id} was {view.state} after our requeue "
+                              "(slurmctld lost it): requeued again, held")
+                view = actuator.observe(action.job_id)
             if _decide(step, action, view, done, recovered):
                 _run_step(actuator, step, action)
         except Finished as end:

@@ -131,6 +131,7 @@ class Cluster:
     jobs: Mapping[str, Job] = field(default_factory=lambda: EMPTY_MAP)
     taken_s: float = 0.0
     name: str = "cluster"
+    warnings: tuple[str, ...] = ()     # jobs or nodes left out: Slurm output not understood
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -204,6 +205,7 @@ class Readings:
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
     taken_s: float = 0.0
+    warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
 
 
 @record

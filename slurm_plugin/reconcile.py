@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from .actuate import Actuator, Outcome, execute
-from .errors import WattError
+from .errors import StateError, WattError
 from .history import FILE_NAME, History
 from .journal import Journal, PassLock
 from .model import Action, Cluster, Readings
@@ -70,78 +70,95 @@ def reconcile_pass(
     with PassLock(state_dir / "reconcile.lock") as lock:
         if not lock.acquired:
             return PassResult(ran=False, dry_run=dry_run, holder=lock.holder)
-        journal = Journal(state_dir / "journal.jsonl")
-        history = History(state_dir / FILE_NAME)
         result = PassResult(ran=True, dry_run=dry_run)
-        if history.warning:
-            result.warnings.append(history.warning)
-
-        busy: set[str] = set()       # jobs whose unfinished action could not be finished
-        if not dry_run:
-            for action_id, action, done_steps in journal.unfinished():
-                outcome = execute(journal, actuator, action_id, action, done_steps,
-                                  recovered=True)
-                result.outcomes.append(outcome)
-                if outcome.status == "stuck":
-                    busy.add(action.job_id)
-                    result.warnings.append(f"{action.kind} of job {action.job_id} unfinished: "
-                                           f"{outcome.detail}")
-
-        t1 = time.perf_counter()
+        journal = Journal(state_dir / "journal.jsonl")
         try:
-            cluster = snapshot()
-        except WattError as exc:
-            result.warnings.append(f"Slurm snapshot failed, no decision this pass: {exc}")
-            result.total_s = time.perf_counter() - t0
-            return result
-        try:
-            reads = readings()
-        except WattError as exc:
-            result.warnings.append(f"telemetry unavailable, deciding without it: {exc}")
-            reads = Readings()
-        result.snapshot_s = time.perf_counter() - t1
-        result.jobs_seen, result.nodes_seen = len(cluster.jobs), len(cluster.nodes)
-
-        t2 = time.perf_counter()
-        ctx = Context(cluster=cluster, readings=reads, now_s=now_s(), settings=settings,
-                      history=history.view())
-        actions = policy.reconcile(ctx)
-        result.policy_s = time.perf_counter() - t2
-
-        recent = journal.done_keys(now_s() - repeat_window_s)
-        acted = 0
-        for action in actions:
-            action_id = uuid.uuid4().hex[:12]
-            if action.kind == "observe":
-                if not dry_run:
-                    for key, value in action.predicted.items():
-                        history.add(key, float(value))
-                journal.write(action_id, "dry-run" if dry_run else "done", action)
-                result.outcomes.append(Outcome(action, "dry-run" if dry_run else "done"))
-                continue
-            if action.job_id in busy:
-                result.outcomes.append(Outcome(action, "skipped", "an earlier action on this "
-                                                                  "job is still unfinished"))
-                continue
-            if action.key in recent:
-                result.outcomes.append(Outcome(action, "skipped", "done in an earlier pass"))
-                continue
-            if acted >= max_actions:
-                result.outcomes.append(Outcome(action, "skipped", f"max_actions={max_actions}"))
-                continue
-            acted += 1
-            if dry_run:
-                journal.write(action_id, "dry-run", action)
-                result.outcomes.append(Outcome(action, "dry-run"))
-                continue
-            journal.write(action_id, "begin", action)
-            outcome = execute(journal, actuator, action_id, action, [], False)
-            result.outcomes.append(outcome)
-            if outcome.status == "stuck":
-                result.warnings.append(f"{action.kind} of job {action.job_id} unfinished: "
-                                       f"{outcome.detail}")
-        if not dry_run:
-            history.forget_groups(cluster.jobs)
-            history.save()
+            _pass(result, journal, policy=policy, snapshot=snapshot, readings=readings,
+                  actuator=actuator, state_dir=state_dir, settings=settings, dry_run=dry_run,
+                  max_actions=max_actions, repeat_window_s=repeat_window_s, now_s=now_s)
+        except StateError as exc:
+            result.warnings.append(f"pass stopped, no further Slurm change: {exc}")
+        result.warnings[:0] = journal.warnings
     result.total_s = time.perf_counter() - t0
     return result
+
+
+def _stuck(result: PassResult, busy: set[str], outcome: Outcome) -> None:
+    if outcome.status == "stuck":
+        a = outcome.action
+        busy.add(a.job_id)
+        result.warnings.append(f"{a.kind} of job {a.job_id} unfinished: {outcome.detail}")
+
+
+def _pass(result: PassResult, journal: Journal, *, policy: Policy,
+          snapshot: Callable[[], Cluster], readings: Callable[[], Readings],
+          actuator: Actuator, state_dir: Path, settings: Mapping[str, Any], dry_run: bool,
+          max_actions: int, repeat_window_s: float, now_s: Callable[[], float]) -> None:
+    """The pass under the lock: recovery first, then snapshot, readings, policy, actions.
+    Bad input becomes a warning in ``result``: the pass decides without it."""
+    history = History(state_dir / FILE_NAME)
+    if history.warning:
+        result.warnings.append(history.warning)
+
+    busy: set[str] = set()       # jobs whose unfinished action could not be finished
+    if not dry_run:
+        for action_id, action, done_steps in journal.unfinished():
+            outcome = execute(journal, actuator, action_id, action, done_steps, recovered=True)
+            result.outcomes.append(outcome)
+            _stuck(result, busy, outcome)
+
+    t1 = time.perf_counter()
+    try:
+        cluster = snapshot()
+    except WattError as exc:
+        result.warnings.append(f"Slurm snapshot failed, no decision this pass: {exc}")
+        return
+    result.warnings.extend(cluster.warnings)
+    try:
+        reads = readings()
+    except WattError as exc:
+        result.warnings.append(f"telemetry unavailable, deciding without it: {exc}")
+        reads = Readings()
+    result.warnings.extend(reads.warnings)
+    result.snapshot_s = time.perf_counter() - t1
+    result.jobs_seen, result.nodes_seen = len(cluster.jobs), len(cluster.nodes)
+
+    t2 = time.perf_counter()
+    ctx = Context(cluster=cluster, readings=reads, now_s=now_s(), settings=settings,
+                  history=history.view())
+    actions = policy.reconcile(ctx)
+    result.policy_s = time.perf_counter() - t2
+
+    recent = journal.done_keys(now_s() - repeat_window_s)
+    acted = 0
+    for action in actions:
+        action_id = uuid.uuid4().hex[:12]
+        if action.kind == "observe":
+            if not dry_run:
+                for key, value in action.predicted.items():
+                    history.add(key, float(value))
+            journal.write(action_id, "dry-run" if dry_run else "done", action)
+            result.outcomes.append(Outcome(action, "dry-run" if dry_run else "done"))
+            continue
+        if action.job_id in busy:
+            result.outcomes.append(Outcome(action, "skipped", "an earlier action on this "
+                                                              "job is still unfinished"))
+            continue
+        if action.key in recent:
+            result.outcomes.append(Outcome(action, "skipped", "done in an earlier pass"))
+            continue
+        if acted >= max_actions:
+            result.outcomes.append(Outcome(action, "skipped", f"max_actions={max_actions}"))
+            continue
+        acted += 1
+        if dry_run:
+            journal.write(action_id, "dry-run", action)
+            result.outcomes.append(Outcome(action, "dry-run"))
+            continue
+        journal.write(action_id, "begin", action)
+        outcome = execute(journal, actuator, action_id, action, [], False)
+        result.outcomes.append(outcome)
+        _stuck(result, busy, outcome)
+    if not dry_run:
+        history.forget_groups(cluster.jobs)
+        history.save()

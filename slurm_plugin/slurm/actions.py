@@ -159,15 +159,12 @@ def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
     return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}
 
 
-_LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT")
-
-
 def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
-    """(state, held, TresPerNode) of a job as slurmctld has it now, None once it has ended
-    (or is unknown). ``held``: pending with priority 0 (``requeuehold``, ``scontrol hold``).
-    A requeued job in passing (REQUEUED, REQUEUE_HOLD) reads as PENDING. Raises
-    ``CommandError`` when slurmctld cannot be asked."""
+    """(state, held, TresPerNode) of a job as slurmctld has it now (ended jobs too, while
+    Slurm keeps them), None when it does not know the job. ``held``: priority 0
+    (``requeuehold``, ``scontrol hold``). A held job still completing after a requeue
+    (COMPLETING, REQUEUED, REQUEUE_HOLD) reads as PENDING: it can be updated and released.
+    Raises ``CommandError`` when slurmctld cannot be asked."""
     try:
         shown = show_job(job_id, cfg)
     except CommandError as exc:
@@ -175,9 +172,7 @@ def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
             return None
         raise
     state = shown.get("JobState", "")
-    if state not in _LIVE_STATES:
-        return None
-    if state.startswith("REQUEUE"):
+    held = shown.get("Priority") == "0"
+    if held and (state == "COMPLETING" or state.startswith("REQUEUE")):
         state = "PENDING"
-    held = shown.get("Priority") == "0" or shown.get("Reason", "").startswith("JobHeld")
     return state, held and state == "PENDING", shown.get("TresPerNode", "")

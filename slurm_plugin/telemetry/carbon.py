@@ -12,7 +12,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import InputError
+from ..errors import InputError, TelemetryError
 from .carbon_csv import CarbonPoint, CarbonSeries, load as load_csv
 from .influx import InfluxClient, quote_str
 from .lineproto import Point, time_ns
@@ -68,14 +68,25 @@ class InfluxCarbon:
         series = self.client.query(
             f'SELECT last("gco2_per_kwh") FROM "{MEASUREMENT}" WHERE {self._where()} '
             f"AND time <= {time_ns(t_s)}")
-        rows = series[0].values if series else ()
-        return float(rows[0][1]) if rows and rows[0][1] is not None else None
+        rows = series[0].rows() if series else ()
+        value = rows[0].get("last") if rows else None
+        return value if value is None else _number(value, "last(gco2_per_kwh)")
 
     def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
         series = self.client.query(
             f'SELECT "gco2_per_kwh" FROM "{MEASUREMENT}" WHERE {self._where()} '
             f"AND time > {time_ns(start_s)} AND time <= {time_ns(end_s)}")
-        return tuple((float(t), float(v)) for s in series for t, v in s.values if v is not None)
+        return tuple((_number(row.get("time"), "time"), _number(v, "gco2_per_kwh"))
+                     for s in series for row in s.rows()
+                     if (v := row.get("gco2_per_kwh")) is not None)
+
+
+def _number(value: Any, column: str) -> float:
+    """A stored value as a float (range checks are the reader's, ``telemetry.bounds``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TelemetryError(f"influx: {MEASUREMENT}: column {column} = {value!r} is not a "
+                             "number; rewrite the series with `wattctl carbon import`")
+    return float(value)
 
 
 def carbon_point(zone: str, p: CarbonPoint) -> Point:
