@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..errors import InputError, TelemetryError
+from ..telemetry.bounds import Rejected, checked
 from ..telemetry.carbon import CarbonProvider
 from ..telemetry.lineproto import Point
 from .source import GpuSource
@@ -78,12 +79,22 @@ class JobEnergy:
 
 
 def mean_intensity(carbon: CarbonProvider, start_s: float, end_s: float) -> float | None:
-    """Mean of the value in force at the start and of every point up to the end."""
+    """Mean of the value in force at the start and of every point up to the end; values out
+    of bounds (``telemetry.bounds``: NaN, negative, absurd) are left out."""
     values = [v for _, v in carbon.forecast(start_s, end_s)]
     first = carbon.intensity_at(start_s)
     if first is not None:
         values.insert(0, first)
+    values = [v for v in values if _sane(v)]
     return sum(values) / len(values) if values else None
+
+
+def _sane(g_per_kwh: object) -> bool:
+    try:
+        checked(g_per_kwh, "gco2_per_kwh", "carbon_intensity")
+    except Rejected:
+        return False
+    return True
 
 
 def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLike,

@@ -117,6 +117,7 @@ def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float,
                                                                 f"{where} at {t}")))
         except Rejected as exc:
             _warn(warnings, exc)
+    warnings.extend(getattr(carbon, "warnings", ()))
     return now_g, tuple(forecast)
 
 
