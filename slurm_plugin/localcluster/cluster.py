@@ -15,13 +15,13 @@ import socket
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
-from ..errors import CommandError, ConfigError
+from ..errors import CommandError, ConfigError, TelemetryError
+from ..telemetry.influx import InfluxClient, quote_ident, quote_str
 from . import procs
 from .install import ensure_packages, slurm_daemon, slurm_version, which
 from .render import render, render_all
@@ -85,10 +85,12 @@ def _prepare(spec: Spec) -> None:
         dev = spec.dev_dir / f"nvidia{i}"
         if not dev.exists():
             os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # S_IFCHR, like /dev/null
+    for secret in ("db_password", "influx_password"):
+        pw_file = spec.path("etc", secret)
+        if not pw_file.exists():
+            pw_file.write_text(secrets.token_hex(12))
+            pw_file.chmod(0o600)
     pw_file = spec.path("etc", "db_password")
-    if not pw_file.exists():
-        pw_file.write_text(secrets.token_hex(12))
-        pw_file.chmod(0o600)
     files = render_all(spec, pw_file.read_text().strip(), slurm_version=slurm_version())
     if "cgroup.conf" not in files:
         spec.path("etc", "cgroup.conf").unlink(missing_ok=True)
@@ -274,12 +276,37 @@ def _collector(spec: Spec) -> bool:
     return True
 
 
+INFLUX_USER = "wattbatch"
+
+
+def influx_password(spec: Spec) -> str:
+    return spec.path("etc", "influx_password").read_text().strip()
+
+
 def _influx_database(spec: Spec) -> None:
-    query = urllib.parse.urlencode({"q": f'CREATE DATABASE "{spec.influx_database}"'}).encode()
+    """InfluxDB runs with authentication: the admin user ``INFLUX_USER`` (password in
+    ``etc/influx_password``, also in the site config) is created on the first start, when
+    InfluxDB 1.x accepts that one statement without credentials; then the database."""
+    password = influx_password(spec)
+    client = InfluxClient(spec.influx_url, spec.influx_database, username=INFLUX_USER,
+                          password=password, timeout_s=10.0)
     try:
-        with urllib.request.urlopen(spec.influx_url + "/query", data=query, timeout=10):
-            pass
-    except (OSError, urllib.error.URLError) as exc:
+        client.query("SHOW DATABASES")
+    except TelemetryError as exc:
+        if "HTTP 401" not in str(exc) and "HTTP 403" not in str(exc):
+            raise CommandError(["GET", spec.influx_url + "/query"], 1, str(exc)) from None
+        anonymous = InfluxClient(spec.influx_url, spec.influx_database, timeout_s=10.0)
+        try:
+            anonymous.query(f"CREATE USER {quote_ident(INFLUX_USER)} WITH PASSWORD "
+                            f"{quote_str(password)} WITH ALL PRIVILEGES")
+        except TelemetryError as exc2:
+            raise CommandError(["POST", spec.influx_url + "/query"], 1,
+                               f"{exc2}; the InfluxDB of {spec.state_dir} has other users: "
+                               "remove its influx/ directory or start with a fresh state dir"
+                               ) from None
+    try:
+        client.create_database()
+    except TelemetryError as exc:
         raise CommandError(["POST", spec.influx_url + "/query"], 1, str(exc)) from None
 
 
@@ -313,7 +340,9 @@ def _check_alive(spec: Spec) -> None:
 
 
 def _write_user_files(spec: Spec) -> None:
-    spec.site_toml.write_text(render("site.toml.j2", spec))
+    spec.site_toml.write_text(render("site.toml.j2", spec, influx_user=INFLUX_USER,
+                                     influx_password=influx_password(spec)))
+    spec.site_toml.chmod(0o600)          # it holds the InfluxDB password
     spec.env_sh.write_text(render("env.sh.j2", spec))
 
 

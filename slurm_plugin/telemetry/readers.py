@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import WattError
 from ..model import GpuReading, Progress, Readings
@@ -17,6 +17,7 @@ from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
 
 GPU = "gpu"
+Verify = Callable[[str, float, Mapping[str, Any]], bool]   # (job id, time, fields) -> signed?
 PROGRESS = "job_progress"
 
 
@@ -78,10 +79,11 @@ def _progress(job_id: str, row: dict[str, Any]) -> Progress:
 
 
 def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | None = None,
-                    job_ids: Iterable[str] = (), warnings: list[str] | None = None
-                    ) -> dict[str, Progress]:
+                    job_ids: Iterable[str] = (), warnings: list[str] | None = None,
+                    verify: Verify | None = None) -> dict[str, Progress]:
     """The newest ``job_progress`` point of each job (only ``job_ids`` when given); a point
-    with a value out of its bounds is left out, with a warning in ``warnings``."""
+    with a value out of its bounds, or (with ``verify``) one its job's owner did not sign
+    (``progress_key``), is left out with a warning in ``warnings``."""
     clauses = [f"time <= {time_ns(now_s)}"]
     if max_age_s is not None:
         clauses.append(f"time > {time_ns(now_s - max_age_s)}")
@@ -94,9 +96,35 @@ def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | No
         job_id = s.tags.get("job_id", "")
         for row in s.rows():
             try:
-                out[job_id] = _progress(job_id, row)
+                progress = _progress(job_id, row)
             except Rejected as exc:
                 _warn(warnings, exc)
+                continue
+            if verify is not None and not verify(
+                    job_id, progress.taken_s, {k: v for k, v in row.items() if k != "time"}):
+                _warn(warnings, f"telemetry: {PROGRESS},job_id={job_id}: not signed with the "
+                                "job's key (written by someone other than its owner)")
+                continue
+            out[job_id] = progress
+    return out
+
+
+def plausible_progress(progress: Mapping[str, Progress],
+                       job_gpus: Mapping[str, Iterable[tuple[str, int]]],
+                       gpus: Mapping[tuple[str, int], GpuReading],
+                       warnings: list[str] | None = None,
+                       idle_pct: float = 1.0) -> dict[str, Progress]:
+    """Progress that the job's GPUs can have made: a job reporting samples/s while every one
+    of its GPUs with a reading is idle (utilisation below ``idle_pct``) is left out."""
+    out = {}
+    for job_id, p in progress.items():
+        seen = [gpus[g] for g in job_gpus.get(job_id, ()) if g in gpus]
+        if p.samples_per_s > 0 and seen and max(r.util_pct for r in seen) < idle_pct:
+            _warn(warnings, f"telemetry: {PROGRESS},job_id={job_id}: samples_per_s = "
+                            f"{p.samples_per_s:g} while its GPUs are idle "
+                            f"({', '.join(f'{r.node}:{r.index}' for r in seen)})")
+            continue
+        out[job_id] = p
     return out
 
 
@@ -124,11 +152,15 @@ def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float,
 def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider | None = None,
                   cluster: str = "", job_ids: Iterable[str] = (),
                   gpu_max_age_s: float = 300.0, progress_max_age_s: float = 7 * 86400.0,
-                  forecast_horizon_s: float = 48 * 3600.0) -> Readings:
+                  forecast_horizon_s: float = 48 * 3600.0, verify: Verify | None = None,
+                  job_gpus: Mapping[str, Iterable[tuple[str, int]]] | None = None
+                  ) -> Readings:
     """Everything a policy may use at ``now_s``, in one frozen ``Readings``.
 
     Progress is read for ``job_ids`` when given, else for every job seen in
-    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. Each source
+    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. ``verify``
+    checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
+    of a job whose GPUs are idle is left out (``plausible_progress``). Each source
     (GPUs, progress, carbon) that fails is left empty and every value out of its bounds left
     out, each with a warning in ``Readings.warnings``; only when every source fails does this
     raise."""
@@ -145,7 +177,10 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
     gpus = attempt("GPU readings", lambda: latest_gpu_readings(
         client, now_s, max_age_s=gpu_max_age_s, cluster=cluster, warnings=warnings), {})
     progress = attempt("job progress", lambda: latest_progress(
-        client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=warnings), {})
+        client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=warnings,
+        verify=verify), {})
+    if job_gpus is not None:
+        progress = plausible_progress(progress, job_gpus, gpus, warnings)
     now_g, forecast = None, ()
     if carbon is not None:
         now_g, forecast = attempt("carbon intensity", lambda: _carbon(
