@@ -48,6 +48,7 @@ def render_all(spec: Spec, db_password: str,
                slurm_version: tuple[int, int] = (22, 5)) -> dict[str, str]:
     """Every file of ``<state>/etc`` by name, for the installed Slurm's (major, minor)."""
     files = {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}
+    files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files

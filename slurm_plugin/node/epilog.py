@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Mapping
 
-from .. import config
+from .. import config, progress_key
 from ..telemetry.carbon import provider_from_config
 from ..telemetry.influx import InfluxClient
 from .jobenergy import JobEnergy, finish, forget, job_gpus, run_hook
@@ -19,11 +19,13 @@ from .source import make_source, node_name
 
 
 def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
-    """Finish the job named by ``SLURM_JOB_ID``; None for a job without GPUs."""
+    """Remove the job's progress key; finish the job named by ``SLURM_JOB_ID``; None for a
+    job without GPUs."""
     job_id = environ.get("SLURM_JOB_ID", "")
+    cfg = config.load(environ=environ)
+    progress_key.remove_job_key(cfg["progress.job_key_dir"], job_id)
     if not job_gpus(environ):
         return None
-    cfg = config.load(environ=environ)
     client = InfluxClient.from_config(cfg)
     node = node_name()
     source = make_source(cfg["node.gpu_source"], node, cfg)

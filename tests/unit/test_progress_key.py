@@ -118,3 +118,22 @@ def test_short_site_key_is_refused(tmp_path):
     (tmp_path / "k").write_bytes(b"short")
     with pytest.raises(Exception, match="expected at least 16"):
         progress_key.write_job_key(str(tmp_path / "k"), str(tmp_path), "1", 0, 0)
+
+
+def test_prolog_writes_the_job_key_and_epilog_removes_it(tmp_path):
+    from slurm_plugin.node.epilog import epilog
+    from slurm_plugin.node.prolog import prolog
+
+    site = tmp_path / "site.key"
+    site.write_bytes(SITE_KEY)
+    (tmp_path / "site.toml").write_text("")
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_UID": str(os.getuid()),
+           "SLURM_JOB_GID": str(os.getgid()), "SLURM_JOB_GPUS": "",
+           "WATTBATCH_PROGRESS_SITE_KEY_FILE": str(site),
+           "WATTBATCH_PROGRESS_JOB_KEY_DIR": str(tmp_path / "jobs"),
+           "WATTBATCH_SITE_CONFIG": str(tmp_path / "site.toml")}
+    said = prolog(env)
+    path = tmp_path / "jobs" / "77.key"
+    assert f"progress key {path}" in said
+    assert path.read_bytes() == progress_key.job_key(SITE_KEY, "77").hex().encode()
+    assert epilog(env) is None and not path.exists()
