@@ -27,7 +27,7 @@ from .actuate import Actuator, Outcome, execute
 from .errors import StateError, WattError
 from .history import FILE_NAME, History
 from .journal import Journal, PassLock
-from .model import Action, Cluster, Readings
+from .model import Cluster, Readings
 from .policy.base import Context, Policy
 
 

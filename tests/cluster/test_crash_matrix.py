@@ -63,7 +63,7 @@ def test_matrix_covers_every_command_and_journal_line():
     assert len(CASES) == 2 * sum(COMMANDS.values()) + sum(LINES.values()) == 38
 
 
-def _wait_state_saved(localcluster, job_id: str, cfg, timeout_s: float = 30.0) -> None:
+def _wait_state_saved(localcluster, job_id: str, timeout_s: float = 30.0) -> None:
     """Until slurmctld has saved the job to its state file: a SIGKILLed slurmctld forgets what
     it had not saved yet (even the job itself), which no reconciler can undo. A fresh comment
     on the job is looked for in the (packed, uncompressed) state file."""
@@ -81,7 +81,7 @@ def test_no_job_lost_or_left_held(localcluster, tmp_path, kind, fault, n):
     cfg = localcluster.config()
     job_id, action = _job_and_action(kind, cfg, tmp_path)
     if fault.startswith("ctld"):
-        _wait_state_saved(localcluster, job_id, cfg)
+        _wait_state_saved(localcluster, job_id)
     state = tmp_path / "state"
     env = {**localcluster.env, "WATTBATCH_SLURM_TIMEOUT_S": "3"}
     done = run([sys.executable, str(DRIVER), str(state), json.dumps(action_to_dict(action)),

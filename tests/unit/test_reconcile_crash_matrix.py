@@ -11,10 +11,9 @@ from test_reconcile import CLUSTER, Fixed, Recorder
 from slurm_plugin import journal as journal_mod
 from slurm_plugin.actuate import STEPS
 from slurm_plugin.journal import Journal
-from slurm_plugin.model import Action
+from slurm_plugin.model import Action, Readings
 from slurm_plugin.policy.baseline import SlurmDefault
 from slurm_plugin.reconcile import reconcile_pass
-from slurm_plugin.model import Readings
 
 ACTIONS = {
     "resize": Action("resize", "7", "fixed", gpus=2, why="t"),

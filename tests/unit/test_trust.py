@@ -13,7 +13,7 @@ import pytest
 import test_eaco_shapes as shapes
 
 from slurm_plugin import progress_key
-from slurm_plugin.model import Cluster, Job, Progress
+from slurm_plugin.model import Cluster, Progress
 from slurm_plugin.physics.classes import class_names
 from slurm_plugin.policy.eaco import Eaco
 from slurm_plugin.record import replace
