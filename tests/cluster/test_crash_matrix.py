@@ -20,7 +20,7 @@ from cluster_waits import wait_job
 
 from slurm_plugin import live
 from slurm_plugin.journal import Journal, action_to_dict
-from slurm_plugin.localcluster import up
+from slurm_plugin.localcluster import procs, up
 from slurm_plugin.model import Action, Readings
 from slurm_plugin.policy.baseline import SlurmDefault
 from slurm_plugin.proc import run
@@ -91,6 +91,11 @@ def test_no_job_lost_or_left_held(localcluster, tmp_path, kind, fault, n):
         assert done.returncode == -9, done.stderr       # the fault did strike
     else:
         assert done.returncode == 0, done.stderr
+        pid_file = localcluster.spec.pid_file("slurmctld")
+        deadline = time.monotonic() + 10          # SIGKILL is delivered; exiting takes a while
+        while procs.running_pid(pid_file, "slurmctld"):
+            assert time.monotonic() < deadline, "slurmctld outlived its SIGKILL"
+            time.sleep(0.1)
         assert "slurmctld" in up(localcluster.spec, install=False).started
 
     passes = []
