@@ -156,6 +156,17 @@ def app_from_comment(comment: str) -> str:
     return m.group(1) if m else ""
 
 
+_DECLARED = re.compile(r"^wb:(?:.*;)?declared_app=([^;\s]*)")
+
+
+def declared_app(admin_comment: str, comment: str) -> str:
+    """The class a job declared at submission, as ``contrib/slurm/job_submit.lua`` recorded it
+    in AdminComment (``wb:uid=..;declared_app=NAME;..``), which users cannot change; without
+    that record, the ``app=`` of the comment. Either way a hint, never a credential."""
+    m = _DECLARED.match(admin_comment or "")
+    return m.group(1) if m else app_from_comment(comment)
+
+
 def _gpu_index(gres_type: str) -> int | None:
     m = _TYPED_INDEX.match(gres_type)
     return int(m.group(1)) if m else None
@@ -314,7 +325,8 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         end_s=d.epoch(raw, "end_time") if finished else None,
         time_limit_s=limit_min * 60 if limit_min is not None else None,
         restart_count=d.count(raw, "restart_cnt") or 0, comment=comment,
-        app=app_from_comment(comment), reason="" if reason == "None" else reason,
+        app=declared_app(str(raw.get("admin_comment") or ""), comment),
+        reason="" if reason == "None" else reason,
         exit_code=d.exit_code(raw) if finished else None,
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state))
 

@@ -8,6 +8,7 @@ import pytest
 
 from slurm_plugin.proc import run
 from slurm_plugin.slurm import actions
+from slurm_plugin.slurm.snapshot import snapshot
 
 pytestmark = pytest.mark.cluster
 
@@ -20,6 +21,7 @@ def test_admin_comment_records_the_declaration_at_submission(localcluster, tmp_p
                            "#!/bin/bash\ntrue\n", cfg)
     shown = actions.show_job(tagged, cfg)
     assert shown["AdminComment"] == "wb:uid=0;declared_app=bert;tagged=1"
+    assert snapshot(cfg).jobs[tagged].app == "bert"       # what reconcile's policies see
     assert shown["Comment"] == "wb:policy=eaco;app=bert"          # untouched
     assert actions.show_job(plain, cfg)["AdminComment"] == "wb:uid=0;declared_app=;tagged=0"
     # the user changes the comment afterwards: the record at submission stays
@@ -27,3 +29,4 @@ def test_admin_comment_records_the_declaration_at_submission(localcluster, tmp_p
     shown = actions.show_job(tagged, cfg)
     assert shown["Comment"] == "app=lstm"
     assert shown["AdminComment"] == "wb:uid=0;declared_app=bert;tagged=1"
+    assert snapshot(cfg).jobs[tagged].app == "bert"       # what reconcile's policies see

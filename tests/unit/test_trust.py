@@ -92,3 +92,13 @@ def test_a_forged_progress_point_changes_no_decision():
         assert read == {} and warnings
         cluster = shared_gpu("app=resnet18")
         assert decisions(cluster, {**HONEST, **read}) == decisions(cluster, HONEST)
+
+
+@pytest.mark.parametrize("admin, comment, app", [
+    ("wb:uid=1000;declared_app=bert;tagged=1", "wb:policy=eaco;app=lstm", "bert"),
+    ("wb:uid=1000;declared_app=;tagged=0", "app=lstm", ""),
+    ("", "wb:policy=eaco;app=lstm", "lstm"),                 # no job_submit.lua: the comment
+    ("set by an admin", "app=lstm", "lstm")])
+def test_class_comes_from_what_job_submit_lua_recorded(admin, comment, app):
+    from slurm_plugin.slurm.parse import declared_app
+    assert declared_app(admin, comment) == app
