@@ -121,6 +121,8 @@ SCHEMA: dict[str, Key] = {
     "node.state_dir": Key(str),
     "node.gpu_source": Key(str),
     "node.gpu_model": Key(str),
+    "progress.site_key_file": Key(str),
+    "progress.job_key_dir": Key(str),
     "reconcile.state_dir": Key(str),
     "reconcile.max_actions": _int(0, 10000),
     "template.name": Key(str),

@@ -31,3 +31,7 @@ class TelemetryError(WattError):
 
 class InputError(WattError):
     """Bad user input (a file, line or field); the message says where."""
+
+
+class StateError(WattError):
+    """The reconciler's state directory (lock, journal, history) cannot be read or written."""

@@ -11,6 +11,8 @@ import os
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
+from .errors import StateError
+
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,8 +30,10 @@ class History:
         self.warning = ""
         if path.exists():
             try:
-                self._data = json.loads(path.read_text())
-            except ValueError as exc:
+                data = json.loads(path.read_bytes().decode("utf-8"))
+                _values(data)             # of the right shape: key -> {"value", "n"}
+                self._data = data
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 self.warning = (f"history: {path} is not JSON ({exc}); starting afresh, the "
                                 f"old file is kept as {path.name}.corrupt")
 
@@ -60,8 +64,12 @@ class History:
                 self.path.name + ".corrupt").exists():
             self.path.replace(self.path.with_name(self.path.name + ".corrupt"))
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
-        tmp.replace(self.path)
+        try:
+            tmp.write_text(json.dumps(self._data, indent=1, sort_keys=True))
+            tmp.replace(self.path)
+        except OSError as exc:
+            raise StateError(f"history: {self.path}: cannot write ({exc.strerror}); free space "
+                             "in reconcile.state_dir") from None
 
 
 def _values(data: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:

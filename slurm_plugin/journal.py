@@ -3,6 +3,11 @@
 Every action is written before it runs (``begin``), after each step, and when it ends
 (``done``, ``failed`` or ``dry-run``). A pass that crashed leaves actions with a ``begin`` and
 no end: the next pass reads them back with ``unfinished()`` and finishes them.
+
+A line that cannot be read (torn by a crash mid-write, bytes that are not UTF-8, JSON of
+another shape) is skipped and named in ``Journal.warnings``: one bad line never stops the
+recovery of the others. A write that fails (full disk) raises ``StateError``; the lock works
+on a full disk too (its holder note is then missing).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import StateError
 from .model import Action
 from .record import asdict, fields, record
 
@@ -43,29 +49,62 @@ def action_from_dict(d: dict[str, Any]) -> Action:
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self._warnings: dict[str, None] = {}      # each once, in order
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"reconcile: journal directory {path.parent}: {exc.strerror}; "
+                             "fix reconcile.state_dir or its permissions") from None
 
     def write(self, action_id: str, event: str, action: Action, detail: str = "") -> Entry:
         entry = Entry(action_id, event, action_to_dict(action), time.time(), detail)
         line = json.dumps(asdict(entry), sort_keys=True) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise StateError(f"reconcile: journal {self.path}: cannot write {event} of action "
+                             f"{action_id} ({exc.strerror}); free space in reconcile.state_dir"
+                             ) from None
         return entry
 
+    @property
+    def warnings(self) -> list[str]:
+        """The lines and actions skipped by the reads so far, each named once."""
+        return list(self._warnings)
+
     def entries(self) -> Iterator[Entry]:
-        if not self.path.exists():
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
             return
-        with open(self.path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
+        except OSError as exc:
+            raise StateError(f"reconcile: journal {self.path}: {exc.strerror}") from None
+        with fh:
+            for number, raw in enumerate(fh, 1):
+                raw = raw.strip()
+                if not raw:
                     continue
                 try:
-                    yield Entry(**json.loads(line))
-                except (ValueError, TypeError):
-                    continue   # a line torn by a crash mid-write: the action shows as unfinished
+                    entry = Entry(**json.loads(raw.decode("utf-8")))
+                    if not isinstance(entry.action, dict) or not isinstance(entry.event, str):
+                        raise TypeError("action is not an object")
+                except (ValueError, TypeError) as exc:
+                    # torn by a crash mid-write (its action shows as unfinished), or damaged
+                    shown = raw[:80].decode("utf-8", "replace")
+                    self._warnings[f"journal {self.path} line {number} skipped "
+                                   f"({type(exc).__name__}: {exc}): {shown!r}"] = None
+                    continue
+                yield entry
+
+    def _action(self, e: Entry) -> Action | None:
+        try:
+            return action_from_dict(e.action)
+        except (TypeError, ValueError, AttributeError) as exc:
+            self._warnings[f"journal {self.path}: action {e.action_id!r} skipped: {exc}"] = None
+            return None
 
     def unfinished(self) -> list[tuple[str, Action, list[str]]]:
         """Actions begun and never ended: (id, action, steps already done), oldest first."""
@@ -73,7 +112,10 @@ class Journal:
         steps: dict[str, list[str]] = {}
         for e in self.entries():
             if e.event == "begin":
-                begun[e.action_id] = action_from_dict(e.action)
+                action = self._action(e)
+                if action is None:
+                    continue
+                begun[e.action_id] = action
                 steps[e.action_id] = []
             elif e.event.startswith("step:") and e.action_id in steps:
                 steps[e.action_id].append(e.event[5:])
@@ -83,8 +125,9 @@ class Journal:
 
     def done_keys(self, since_s: float) -> set[str]:
         """Keys of actions that ended ``done`` after ``since_s`` (for idempotence)."""
-        return {action_from_dict(e.action).key for e in self.entries()
-                if e.event == "done" and e.t_s >= since_s}
+        return {action.key for e in self.entries()
+                if e.event == "done" and isinstance(e.t_s, (int, float)) and e.t_s >= since_s
+                and (action := self._action(e)) is not None}
 
 
 class PassLock:
@@ -97,8 +140,12 @@ class PassLock:
         self.holder = ""
 
     def __enter__(self) -> "PassLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a+", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "a+", encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise StateError(f"reconcile: lock {self.path}: {exc.strerror}; fix "
+                             "reconcile.state_dir, its permissions or free space") from None
         try:
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -108,10 +155,13 @@ class PassLock:
             self._fh = None
             return self
         self.acquired = True
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(f"pid {os.getpid()}")
-        self._fh.flush()
+        try:     # the holder note is for humans: on a full disk the lock holds without it
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.write(f"pid {os.getpid()}")
+            self._fh.flush()
+        except OSError:
+            pass
         return self
 
     def __exit__(self, *exc: object) -> None:

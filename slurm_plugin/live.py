@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import time
 
+from .actuate import JobView
+from . import progress_key
 from .config import SiteConfig
+from .errors import InputError
+from .record import replace
 from .model import Cluster, Readings
 from .slurm import actions
 from .slurm.snapshot import snapshot as slurm_snapshot
@@ -21,10 +25,24 @@ def snapshot(cfg: SiteConfig) -> Cluster:
 
 
 def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
+    """Telemetry for ``cluster``'s jobs. With ``progress.site_key_file`` set, progress counts
+    only when signed by the job's owner (``progress_key``); when that file cannot be read
+    (wattbatch runs as a user), no progress counts."""
     client = InfluxClient.from_config(cfg)
     job_ids = tuple(cluster.jobs) if cluster is not None else ()
-    return read_readings(client, time.time(), carbon=provider_from_config(cfg, client),
-                         cluster=cfg["cluster.name"], job_ids=job_ids)
+    job_gpus = None if cluster is None else {
+        j.job_id: tuple((u.node, u.index) for u in j.uses) for j in cluster.jobs.values()}
+    verify, note = None, ()
+    if cfg["progress.site_key_file"]:
+        try:
+            verify = progress_key.Verifier(progress_key.read_key_file(
+                cfg["progress.site_key_file"], "progress.site_key_file")).ok
+        except InputError as exc:
+            verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
+    reads = read_readings(client, time.time(), carbon=provider_from_config(cfg, client),
+                          cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
+                          job_gpus=job_gpus)
+    return replace(reads, warnings=(*note, *reads.warnings)) if note else reads
 
 
 class SlurmActuator:
@@ -32,6 +50,10 @@ class SlurmActuator:
 
     def __init__(self, cfg: SiteConfig) -> None:
         self.cfg = cfg
+
+    def observe(self, job_id: str) -> JobView | None:
+        now = actions.job_now(job_id, self.cfg)
+        return None if now is None else JobView(*now)
 
     def requeue_hold(self, job_id: str) -> None:
         actions.requeue_hold(job_id, self.cfg)

@@ -132,6 +132,7 @@ class Cluster:
     taken_s: float = 0.0
     name: str = "cluster"
     pending_count: int | None = None   # pending jobs in ``jobs``, when the caller keeps a count
+    warnings: tuple[str, ...] = ()     # jobs or nodes left out: Slurm output not understood
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -229,6 +230,7 @@ class Readings:
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
     taken_s: float = 0.0
+    warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
 
 
 @record

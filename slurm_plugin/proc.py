@@ -2,6 +2,8 @@
 
 Every command is an argv list (never a shell string); a failure raises ``CommandError`` with
 the command, its exit code and its stderr, so a caller never has to rebuild that message.
+Output is decoded as UTF-8 tolerantly: bytes that are not UTF-8 (a job name any user can set
+with ``#SBATCH -J``) become U+FFFD, so one such job cannot stop a reader of Slurm's output.
 """
 
 from __future__ import annotations
@@ -44,15 +46,15 @@ def run(
     if env is not None:
         full_env = dict(os.environ)
         full_env.update(env)
+    stdin = None if input_text is None else input_text.encode("utf-8", "surrogateescape")
     try:
         proc = subprocess.run(
             argv,
-            input=input_text,
+            input=stdin,
             stdin=stdin_fd,
             pass_fds=pass_fds,
             executable=executable,
             capture_output=True,
-            text=True,
             timeout=timeout_s,
             env=full_env,
             cwd=cwd,
@@ -61,11 +63,11 @@ def run(
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
     except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        raise CommandError(argv, 124, f"timed out after {timeout_s:g} s\n{err}") from exc
-    done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+        raise CommandError(argv, 124, f"timed out after {timeout_s:g} s\n"
+                                      f"{decode(exc.stderr)}") from exc
+    done = Completed(tuple(argv), proc.returncode, decode(proc.stdout), decode(proc.stderr))
     if check and proc.returncode != 0:
-        raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+        raise CommandError(argv, proc.returncode, done.stderr, done.stdout)
     return done
 
 
@@ -81,6 +83,13 @@ def stream(argv: list[str] | tuple[str, ...], *, env: dict[str, str] | None = No
                               stdin=subprocess.DEVNULL if stdout_to_stderr else None).returncode
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
+
+
+def decode(raw: bytes | str | None) -> str:
+    """A command's output as text: UTF-8, undecodable bytes as U+FFFD."""
+    if raw is None:
+        return ""
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
 
 
 def start(argv: list[str] | tuple[str, ...], *, log_path: str, env: dict[str, str] | None = None,

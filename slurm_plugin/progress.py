@@ -11,6 +11,8 @@ Point: ``job_progress,job_id=.. step=..i,samples_per_s=..,epoch=..i,steps_per_ep
 total_steps=..i,restart_count=..i,started_s=..`` where ``started_s`` is when this process
 first reported (the start of this run of the job, after a requeue too).
 A failure raises ``TelemetryError``: a training loop should catch it and carry on.
+When the prolog gave the job a key (``progress_key``), the point carries its signature
+``sig``: only then does reconcile attribute it to the job on a site that requires it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 
 import click
 
-from . import config
+from . import config, progress_key
 from .errors import InputError, WattError
 from .telemetry.influx import InfluxClient
 from .telemetry.lineproto import Point
@@ -56,12 +58,20 @@ def report_progress(step: int, samples_per_s: float, *, epoch: int = 0,
     if step < 0 or samples_per_s < 0:
         raise InputError(f"progress: step={step}, samples_per_s={samples_per_s}: must not be "
                          "negative")
-    now_s = time.time() if now_s is None else now_s
+    now_s = int((time.time() if now_s is None else now_s) * 1000) / 1000   # signed to the ms
     started_s = _started_s.setdefault(job_id, now_s)
     restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
-    (client or _site_client()).write([progress_point(
+    point = progress_point(
         job_id, step, samples_per_s, epoch=epoch, steps_per_epoch=steps_per_epoch,
-        total_steps=total_steps, restart_count=restarts, started_s=started_s, now_s=now_s)])
+        total_steps=total_steps, restart_count=restarts, started_s=started_s, now_s=now_s)
+    key_file = os.environ.get("WATTBATCH_PROGRESS_KEY_FILE") or \
+        progress_key.job_key_path(config.load()["progress.job_key_dir"], job_id)
+    if os.path.exists(key_file):
+        key = progress_key.read_key_file(key_file, "job key")
+        point = Point(point.measurement, point.tags, {
+            **point.fields, progress_key.SIG_FIELD:
+                progress_key.sign(key, job_id, now_s, point.fields)}, point.time_s)
+    (client or _site_client()).write([point])
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

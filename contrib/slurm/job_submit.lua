@@ -1,9 +1,16 @@
 --[[
 job_submit.lua for sites running wattbatch (JobSubmitPlugins=lua in slurm.conf; the file
-goes next to slurm.conf). Jobs submitted with plain sbatch carry no "wb:" tag in their
-comment; this marks them "wb:policy=none" so that `wattctl reconcile` and the reports can tell
-them apart, and (if REQUIRE_WATTBATCH is true) refuses GPU jobs that bypass wattbatch.
-Nothing here changes a job that wattbatch submitted.
+goes next to slurm.conf). It runs inside slurmctld, so what it writes is out of users' reach:
+it records in the job's AdminComment (which only an administrator can change) who submitted
+the job and what the job declared at submission:
+
+  AdminComment=wb:uid=1000;declared_app=bert;tagged=1
+
+`declared_app` is the `app=` of the comment and `tagged` whether the comment carried a
+wattbatch `wb:` tag. Both are hints (any user can write any comment), never credentials;
+recorded here they cannot be changed after the fact (`scontrol update Comment=...` by the
+user leaves the AdminComment as it was). The user's comment itself is left untouched.
+If REQUIRE_WATTBATCH is true, GPU jobs whose comment has no `wb:` tag are refused.
 ]]
 
 local REQUIRE_WATTBATCH = false
@@ -16,18 +23,14 @@ end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   local comment = job_desc.comment or ""
-  if string.find(comment, "wb:", 1, true) then
-    return slurm.SUCCESS
-  end
-  if REQUIRE_WATTBATCH and wants_gpu(job_desc) then
+  local tagged = string.find(comment, "wb:", 1, true) ~= nil
+  if REQUIRE_WATTBATCH and not tagged and wants_gpu(job_desc) then
     slurm.log_user("GPU jobs on this cluster are submitted with wattbatch (same options as sbatch)")
     return slurm.ERROR
   end
-  if comment == "" then
-    job_desc.comment = "wb:policy=none"
-  else
-    job_desc.comment = comment .. " wb:policy=none"
-  end
+  local app = string.match(comment, "app=([%w%._%-]+)") or ""
+  job_desc.admin_comment = string.format("wb:uid=%d;declared_app=%s;tagged=%d",
+                                         submit_uid, app, tagged and 1 or 0)
   return slurm.SUCCESS
 end
 

@@ -61,9 +61,13 @@ def group() -> None:
 @click.option("--no-install", is_flag=True, help="Do not apt-get install missing packages.")
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
               help="Seconds to wait for idle nodes and InfluxDB.")
+@click.option("--fresh", is_flag=True,
+              help="A clean Slurm start: no job of an earlier run is kept.")
 def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str, ...],
-       share_gres: str | None, no_install: bool, timeout_s: float) -> None:
+       share_gres: str | None, no_install: bool, timeout_s: float, fresh: bool) -> None:
     """Install what is missing, start every daemon, wait until ready (idempotent).
+
+    Slurm's jobs are kept across down/up; --fresh starts with none.
 
     With --slurm 24.11 or 26.05: build the Debian root if needed, copy this checkout into it,
     run scripts/setup.sh there, then `wattctl localcluster up` inside it.
@@ -72,7 +76,8 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
         argv = [".venv/bin/wattctl", "localcluster", "up",
                 *_passed_options(state_dir, as_json_flag), *(f"--port={p}" for p in ports),
                 *([f"--share-gres={share_gres}"] if share_gres else []),
-                *(["--no-install"] if no_install else []), f"--timeout={timeout_s}"]
+                *(["--no-install"] if no_install else []), *(["--fresh"] if fresh else []),
+                f"--timeout={timeout_s}"]
         rc = _inner(release, argv, setup=not no_install)
         if rc == 0 and not as_json_flag:
             click.echo(f"use it:    wattctl localcluster exec --slurm {release} -- sinfo")
@@ -84,7 +89,7 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
             raise click.BadParameter(f"{item!r}: expected NAME=PORT", param_hint="--port")
         parsed[name.strip()] = value.strip()
     spec = localcluster.resolve(state_dir, ports=parsed, share_gres=share_gres)
-    report = localcluster.up(spec, install=not no_install, timeout_s=timeout_s)
+    report = localcluster.up(spec, install=not no_install, timeout_s=timeout_s, fresh=fresh)
     if as_json_flag:
         click.echo(as_json(report.as_dict()))
         return
@@ -99,22 +104,26 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
 @_STATE_DIR
 @_JSON
 @_SLURM
-def down(state_dir: str | None, as_json_flag: bool, release: str) -> None:
-    """Cancel all jobs, then stop every daemon of the local cluster.
+@click.option("--cancel-jobs", is_flag=True, help="Cancel every job first (default: Slurm "
+              "keeps them for the next up).")
+def down(state_dir: str | None, as_json_flag: bool, release: str, cancel_jobs: bool) -> None:
+    """Stop every daemon of the local cluster; Slurm keeps its jobs for the next up.
 
     With --slurm 24.11 or 26.05 also undo every mount of that release's Debian root.
     """
     if release != debroot.SYSTEM:
-        raise SystemExit(_down_in_root(release, state_dir, as_json_flag))
-    result = localcluster.down(localcluster.resolve(state_dir))
+        raise SystemExit(_down_in_root(release, state_dir, as_json_flag, cancel_jobs))
+    result = localcluster.down(localcluster.resolve(state_dir), cancel_jobs=cancel_jobs)
     if as_json_flag:
         click.echo(as_json(result))
         return
-    click.echo(f"cancelled {result['cancelled_jobs']} job(s); stopped: "
+    click.echo(f"cancelled {result['cancelled_jobs']} job(s), requeued "
+               f"{result['requeued_jobs']} running job(s); stopped: "
                f"{', '.join(result['stopped']) or 'nothing (already down)'}")
 
 
-def _down_in_root(release: str, state_dir: str | None, as_json_flag: bool) -> int:
+def _down_in_root(release: str, state_dir: str | None, as_json_flag: bool,
+                  cancel_jobs: bool) -> int:
     root = debroot.root_path(release)
     rc = 0
     if not root.is_dir():
@@ -122,7 +131,8 @@ def _down_in_root(release: str, state_dir: str | None, as_json_flag: bool) -> in
     elif (root / debroot.VENV_BIN_IN_ROOT.lstrip("/") / "wattctl").exists():
         with debroot.mounted(root):
             rc = debroot.run_in_root(release, [".venv/bin/wattctl", "localcluster", "down",
-                                               *_passed_options(state_dir, as_json_flag)],
+                                               *_passed_options(state_dir, as_json_flag),
+                                               *(["--cancel-jobs"] if cancel_jobs else [])],
                                      root=root)
     if root.is_dir() or debroot.read_record(root):
         undone = debroot.unmount(root)

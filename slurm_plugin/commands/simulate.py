@@ -251,6 +251,12 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
 
 
 
+def _cells_bar(done: int, total: int) -> None:
+    """One progress line for a sweep, redrawn in place on stderr."""
+    n = int(30 * done / max(1, total))
+    click.echo(f"\r[{'#' * n}{'.' * (30 - n)}] {done}/{total} cells", err=True, nl=False)
+
+
 def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
            cell: int | None) -> None:
     from ..sim.sweep import load_sweep
@@ -261,12 +267,7 @@ def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
         return
     for name in {c.policy for c in sweep.cells}:
         get_policy(name, f"{path}: sweep.policies")
-    bar = _progress_bar()
-    report = None
-    if bar is not None:
-        def report(done: int, total: int) -> None:
-            n = int(30 * done / max(1, total))
-            click.echo(f"\r[{'#' * n}{'.' * (30 - n)}] {done}/{total} cells", err=True, nl=False)
+    report = _cells_bar if _progress_bar() is not None else None
     if (backend or sweep.backend) == "slurm":
         job = submit_array(sweep)
         if job:

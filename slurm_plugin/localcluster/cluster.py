@@ -15,13 +15,13 @@ import socket
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import proc
-from ..errors import CommandError, ConfigError
+from ..errors import CommandError, ConfigError, TelemetryError
+from ..telemetry.influx import InfluxClient, quote_ident, quote_str
 from . import default_conf, procs
 from .install import ensure_packages, slurm_daemon, slurm_version, which
 from .render import render, render_all
@@ -87,10 +87,12 @@ def _prepare(spec: Spec) -> None:
         dev = spec.dev_dir / f"nvidia{i}"
         if not dev.exists():
             os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # S_IFCHR, like /dev/null
+    for secret in ("db_password", "influx_password"):
+        pw_file = spec.path("etc", secret)
+        if not pw_file.exists():
+            pw_file.write_text(secrets.token_hex(12))
+            pw_file.chmod(0o600)
     pw_file = spec.path("etc", "db_password")
-    if not pw_file.exists():
-        pw_file.write_text(secrets.token_hex(12))
-        pw_file.chmod(0o600)
     files = render_all(spec, pw_file.read_text().strip(), slurm_version=slurm_version())
     if "cgroup.conf" not in files:
         spec.path("etc", "cgroup.conf").unlink(missing_ok=True)
@@ -212,11 +214,16 @@ def _sacctmgr(spec: Spec) -> None:
                   f"cluster={name}"], timeout_s=30, env=env)
 
 
-def _slurmctld(spec: Spec) -> bool:
+def _slurmctld(spec: Spec, fresh: bool) -> bool:
+    """slurmctld, recovering the jobs of the last run from its state save location; with
+    ``fresh`` a clean start (``-c``: every job of an earlier run is gone; when it already
+    runs, its jobs are cancelled)."""
     if procs.running_pid(spec.pid_file("slurmctld"), "slurmctld"):
+        if fresh:
+            cancel_all_jobs(spec)
         return False
-    # -c: a clean start; jobs of an earlier run were cancelled by `down` anyway.
-    _start([str(spec.bin_dir / "slurmctld"), "-c", "-f", str(spec.slurm_conf)], spec,
+    _start([str(spec.bin_dir / "slurmctld"), *(["-c"] if fresh else []),
+            "-f", str(spec.slurm_conf)], spec,
            "slurmctld", spec.pid_file("slurmctld"), "slurmctld", spec.log_file("slurmctld"),
            env=_slurm_env(spec))
     return True
@@ -256,25 +263,53 @@ def _influx(spec: Spec) -> bool:
 
 def _collector(spec: Spec) -> bool:
     """The emulated-GPU collector: the fake GPUs' power, energy and utilisation from the
-    physics model, every 2 s, into InfluxDB (and each shared job's slowdown file)."""
+    physics model, every 2 s, into InfluxDB (and each shared job's slowdown file). It runs
+    under ``keepalive``, which starts it again whenever it exits (as systemd does on a site)."""
     if procs.running_pid(spec.pid_file("collector"), "python"):
         return False
     python = sys.executable
+    log = str(spec.log_file("collector"))
     _start(["start-stop-daemon", "--start", "--background", "--make-pidfile", "--pidfile",
-            str(spec.pid_file("collector")), "--output", str(spec.log_file("collector")),
-            "--exec", python, "--", "-m", "slurm_plugin.cli", "collect", "--interval", "2",
-            "--source", "emulated", "--node", "all"],
+            str(spec.pid_file("collector")), "--output", log,
+            "--exec", python, "--", "-m", "slurm_plugin.node.keepalive", "--log", log,
+            "--restart-delay-s", "1", "--", python, "-m", "slurm_plugin.cli", "collect",
+            "--interval", "2", "--source", "emulated", "--node", "all"],
            spec, "collector", spec.pid_file("collector"), "python", spec.log_file("collector"),
            env={**spec.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     return True
 
 
+INFLUX_USER = "wattbatch"
+
+
+def influx_password(spec: Spec) -> str:
+    return spec.path("etc", "influx_password").read_text().strip()
+
+
 def _influx_database(spec: Spec) -> None:
-    query = urllib.parse.urlencode({"q": f'CREATE DATABASE "{spec.influx_database}"'}).encode()
+    """InfluxDB runs with authentication: the admin user ``INFLUX_USER`` (password in
+    ``etc/influx_password``, also in the site config) is created on the first start, when
+    InfluxDB 1.x accepts that one statement without credentials; then the database."""
+    password = influx_password(spec)
+    client = InfluxClient(spec.influx_url, spec.influx_database, username=INFLUX_USER,
+                          password=password, timeout_s=10.0)
     try:
-        with urllib.request.urlopen(spec.influx_url + "/query", data=query, timeout=10):
-            pass
-    except (OSError, urllib.error.URLError) as exc:
+        client.query("SHOW DATABASES")
+    except TelemetryError as exc:
+        if "HTTP 401" not in str(exc) and "HTTP 403" not in str(exc):
+            raise CommandError(["GET", spec.influx_url + "/query"], 1, str(exc)) from None
+        anonymous = InfluxClient(spec.influx_url, spec.influx_database, timeout_s=10.0)
+        try:
+            anonymous.query(f"CREATE USER {quote_ident(INFLUX_USER)} WITH PASSWORD "
+                            f"{quote_str(password)} WITH ALL PRIVILEGES")
+        except TelemetryError as exc2:
+            raise CommandError(["POST", spec.influx_url + "/query"], 1,
+                               f"{exc2}; the InfluxDB of {spec.state_dir} has other users: "
+                               "remove its influx/ directory or start with a fresh state dir"
+                               ) from None
+    try:
+        client.create_database()
+    except TelemetryError as exc:
         raise CommandError(["POST", spec.influx_url + "/query"], 1, str(exc)) from None
 
 
@@ -308,12 +343,17 @@ def _check_alive(spec: Spec) -> None:
 
 
 def _write_user_files(spec: Spec) -> None:
-    spec.site_toml.write_text(render("site.toml.j2", spec))
+    spec.site_toml.write_text(render("site.toml.j2", spec, influx_user=INFLUX_USER,
+                                     influx_password=influx_password(spec)))
+    spec.site_toml.chmod(0o600)          # it holds the InfluxDB password
     spec.env_sh.write_text(render("env.sh.j2", spec))
 
 
-def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
-    """Bring everything up (idempotent); raise ``CommandError`` with a log tail on failure."""
+def up(spec: Spec, install: bool = True, timeout_s: float = 120.0,
+       fresh: bool = False) -> Report:
+    """Bring everything up (idempotent); raise ``CommandError`` with a log tail on failure.
+
+    Slurm's jobs survive ``down``/``up``; ``fresh`` starts slurmctld with no job."""
     report = Report(spec)
 
     def step(name: str, fn) -> None:
@@ -333,7 +373,7 @@ def up(spec: Spec, install: bool = True, timeout_s: float = 120.0) -> Report:
     step("mariadb", lambda: _mariadb(spec))
     step("slurmdbd", lambda: _slurmdbd(spec))
     step("sacctmgr", lambda: _sacctmgr(spec))
-    step("slurmctld", lambda: _slurmctld(spec))
+    step("slurmctld", lambda: _slurmctld(spec, fresh))
     step("slurmd", lambda: _slurmds(spec))
     step("influxd", lambda: _influx(spec))
     logs = [spec.log_file("slurmctld")] + [spec.log_dir / f"slurmd-{n}.log"
@@ -388,11 +428,36 @@ def cancel_all_jobs(spec: Spec, wait_s: float = 30.0) -> int:
     return len(ids)
 
 
-def down(spec: Spec) -> dict:
-    """Cancel jobs, stop every daemon of this cluster, leave no process or pid file."""
-    cancelled = 0
+def requeue_running_jobs(spec: Spec, wait_s: float = 30.0) -> int:
+    """Requeue every running job (its processes stop with the nodes) and wait until none
+    runs; return how many there were. Slurm would otherwise show them running after the
+    next ``up`` with no process behind them."""
+    env = _slurm_env(spec)
+    done = proc.run(["squeue", "-h", "-t", "RUNNING,CONFIGURING", "-o", "%A"], timeout_s=10,
+                    check=False, env=env)
+    ids = sorted(set(done.stdout.split())) if done.returncode == 0 else []
+    if not ids:
+        return 0
+    proc.run(["scontrol", "requeue", ",".join(ids)], timeout_s=30, check=False, env=env)
+
+    def stopped() -> bool:
+        left = proc.run(["squeue", "-h", "-t", "RUNNING,CONFIGURING,COMPLETING", "-o", "%A"],
+                        timeout_s=10, check=False, env=env)
+        return left.returncode != 0 or not set(left.stdout.split()) & set(ids)
+    procs.wait_for(stopped, wait_s, "slurm: requeue running jobs", [spec.log_file("slurmctld")])
+    return len(ids)
+
+
+def down(spec: Spec, cancel_jobs: bool = False) -> dict:
+    """Stop every daemon of this cluster, leave no process or pid file. Slurm keeps its jobs
+    for the next ``up``: running ones are requeued first (they start again after ``up``);
+    ``cancel_jobs`` cancels every job instead."""
+    cancelled = requeued = 0
     if procs.running_pid(spec.pid_file("slurmctld"), "slurmctld"):
-        cancelled = cancel_all_jobs(spec)
+        if cancel_jobs:
+            cancelled = cancel_all_jobs(spec)
+        else:
+            requeued = requeue_running_jobs(spec)
     stopped = []
     for name, pid_file, program in _daemon_pid_files(spec):
         pid = procs.running_pid(pid_file, program)
@@ -412,7 +477,8 @@ def down(spec: Spec) -> dict:
             procs.stop_pid(pid)
             stopped.append("munged")
         ours.unlink()
-    return {"state_dir": str(spec.state_dir), "cancelled_jobs": cancelled, "stopped": stopped}
+    return {"state_dir": str(spec.state_dir), "cancelled_jobs": cancelled,
+            "requeued_jobs": requeued, "stopped": stopped}
 
 
 def status_daemons(spec: Spec) -> dict[str, int | None]:

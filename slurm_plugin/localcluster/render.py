@@ -55,6 +55,7 @@ def render_all(spec: Spec, db_password: str,
     for hook in HOOKS:     # run by slurmd with this Python and this checkout's package
         files[f"{hook}.sh"] = render("hook.sh.j2", spec, hook=hook, python=sys.executable,
                                      pythonpath=str(Path(__file__).resolve().parents[2]))
+    files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Callable
 
-from ..errors import TelemetryError
+from ..errors import WattError
 from ..model import GpuReading
 from ..telemetry.influx import InfluxClient
 from ..telemetry.lineproto import Point
@@ -46,15 +46,21 @@ def run_loop(source: GpuSource, client: InfluxClient, cluster: str, interval_s: 
              clock: Callable[[], float] = time.monotonic, ledger: Ledger | None = None) -> int:
     """Collect every ``interval_s`` on a fixed grid (``iterations`` times, or forever).
 
-    A failed sample (InfluxDB down, an NVML error) is reported on stderr and the loop goes
-    on; returns the number of failed samples."""
+    A failed sample (InfluxDB down, an NVML error, Slurm unreachable or printing what it
+    should not, any other exception of one sample) is reported on stderr and the loop goes on:
+    no single failure stops the readings of every GPU. Returns the number of failed samples."""
     failures, k, start = 0, 0, clock()
     while iterations is None or k < iterations:
         try:
             collect_once(source, client, cluster, ledger)
-        except TelemetryError as exc:
+        except WattError as exc:
             failures += 1
-            print(f"wattbatch collector: warning: {exc}", file=sys.stderr, flush=True)
+            print(f"wattbatch collector: warning: sample {k + 1} failed: {exc}",
+                  file=sys.stderr, flush=True)
+        except Exception as exc:  # noqa: BLE001 - one bad sample must not stop the collector
+            failures += 1
+            print(f"wattbatch collector: warning: sample {k + 1} failed: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         k += 1
         if iterations is not None and k >= iterations:
             break

@@ -1,7 +1,7 @@
 """Slurm epilog (node side): report the job's GPU energy and CO2.
 
 Closes the job's ledger (kept by the collector; ``ledger``), writes one ``job_energy`` point
-per node to InfluxDB and the summary ``wb:energy_j=..;co2_g=..;shared_gpu_s=..;split=..`` into
+per node to InfluxDB and the summary ``wb-energy:energy_j=..;co2_g=..;shared_gpu_s=..;split=..`` into
 the job's AdminComment, which ``sacct -o AdminComment`` shows and users cannot set (any other
 text there is kept). Without a ledger entry it falls back to the prolog's energy counters. If
 InfluxDB is down the point waits in ``<node.state_dir>/spool/`` and the next collector pass
@@ -14,19 +14,22 @@ import sys
 import time
 from typing import Mapping
 
-from .. import config
+from .. import config, progress_key
 from ..errors import CommandError, TelemetryError
 from ..telemetry.carbon import provider_from_config
 from ..telemetry.influx import InfluxClient
 from . import ledger, spool
-from .jobenergy import JobEnergy, finish, forget, from_ledger, run_hook, state_path
+from .jobenergy import (SUMMARY_PREFIX, JobEnergy, finish, forget, from_ledger, run_hook,
+                        state_path)
 from .source import make_source, node_name
 
 
 def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
-    """Report the job named by ``SLURM_JOB_ID`` on this node; None when it used no GPU."""
+    """Remove the job's progress key; report the job named by ``SLURM_JOB_ID`` on this
+    node; None when it used no GPU."""
     job_id = environ.get("SLURM_JOB_ID", "")
     cfg = config.load(environ=environ)
+    progress_key.remove_job_key(cfg["progress.job_key_dir"], job_id)
     state_dir, node, now_s = cfg["node.state_dir"], node_name(), time.time()
     client = InfluxClient.from_config(cfg)
     carbon = provider_from_config(cfg, client)
@@ -57,14 +60,15 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
 
 def _admin_comment(cfg: config.SiteConfig, job_id: str, summary: str) -> None:
     """Put ``summary`` into the job's AdminComment in the accounting database (the job has
-    ended for slurmctld by now, so ``sacctmgr modify job``), replacing an earlier ``wb:``
-    summary and keeping anything else there. Users cannot set AdminComment."""
+    ended for slurmctld by now, so ``sacctmgr modify job``), replacing an earlier energy
+    summary and keeping anything else there (``job_submit.lua``'s ``wb:uid=..`` record).
+    Users cannot set AdminComment."""
     from ..slurm.cli import slurm
 
     try:
         old = slurm("sacct", ["-n", "-X", "-P", "-o", "AdminComment", "-j", job_id],
                     cfg).stdout.strip()
-        kept = [p for p in old.split(" ") if p and not p.startswith("wb:")]
+        kept = [p for p in old.split(" ") if p and not p.startswith(SUMMARY_PREFIX)]
         slurm("sacctmgr", ["-i", "modify", "job", "where", f"jobid={job_id}", "set",
                            f"AdminComment={' '.join([*kept, summary])}"], cfg)
     except CommandError as exc:

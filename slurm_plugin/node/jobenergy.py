@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from ..errors import InputError, TelemetryError
+from ..telemetry.bounds import Rejected, checked
 from ..telemetry.carbon import CarbonProvider
 from ..telemetry.lineproto import Point
 from .source import GpuSource
 
 MEASUREMENT = "job_energy"
+SUMMARY_PREFIX = "wb-energy:"     # the epilog's summary in AdminComment
 J_PER_KWH = 3.6e6
 
 
@@ -87,12 +89,12 @@ class JobEnergy:
                                    "node": self.node, "app": self.app}, fields, self.end_s)
 
     def summary(self) -> str:
-        """The ``wb:`` summary kept in the job's AdminComment (``sacct -o AdminComment``)."""
+        """The ``wb-energy:`` summary kept in the job's AdminComment (``sacct -o AdminComment``)."""
         parts = [f"energy_j={self.energy_j:.0f}"]
         if self.co2_g is not None:
             parts.append(f"co2_g={self.co2_g:.1f}")
         parts += [f"shared_gpu_s={self.shared_gpu_s:.0f}", f"split={self.split}"]
-        return "wb:" + ";".join(parts)
+        return SUMMARY_PREFIX + ";".join(parts)
 
 
 def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
@@ -125,12 +127,22 @@ def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
 
 
 def mean_intensity(carbon: CarbonProvider, start_s: float, end_s: float) -> float | None:
-    """Mean of the value in force at the start and of every point up to the end."""
+    """Mean of the value in force at the start and of every point up to the end; values out
+    of bounds (``telemetry.bounds``: NaN, negative, absurd) are left out."""
     values = [v for _, v in carbon.forecast(start_s, end_s)]
     first = carbon.intensity_at(start_s)
     if first is not None:
         values.insert(0, first)
+    values = [v for v in values if _sane(v)]
     return sum(values) / len(values) if values else None
+
+
+def _sane(g_per_kwh: object) -> bool:
+    try:
+        checked(g_per_kwh, "gco2_per_kwh", "carbon_intensity")
+    except Rejected:
+        return False
+    return True
 
 
 def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLike,

@@ -136,11 +136,15 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     if not free:
         return []
     # A group that was never admitted (jobs placed at once on one GPU) is undone on its
-    # prediction alone: the most slowed job leaves before it wastes an epoch.
-    worst = max(free, key=lambda x: (x[2], x[0].start_s or 0.0, x[0].job_id))
+    # prediction alone, before it wastes an epoch. The prediction rests on the classes the
+    # jobs declare, a hint any user can forge: so the job that joined last leaves, never one
+    # that was there before it (a forged class cannot move another user's running job).
+    worst = max(free, key=lambda x: x[2])
     if worst[2] > s.max_slowdown * (1 + TOLERANCE):
-        return [_move(policy, g, worst[0], None, worst[2],
-                      f"over the limit {s.max_slowdown:g} by prediction")]
+        newest = max(free, key=lambda x: (x[0].start_s or 0.0, x[0].job_id))
+        return [_move(policy, g, newest[0], None, newest[2],
+                      f"the group is over the limit {s.max_slowdown:g} by prediction "
+                      f"({worst[0].job_id}: {worst[2]:.3f}); the job that joined last leaves")]
     marks = [_marks(g.gid, j.job_id, history) for j, _ in g.members]
     if any(m is None for m in marks):
         if any(p.step <= 0 for _, p in g.members):

@@ -12,7 +12,7 @@ import time
 from typing import Mapping, Sequence
 
 from ..config import SiteConfig
-from ..errors import InputError
+from ..errors import CommandError, InputError
 from .cli import slurm, slurm_release
 from .formats import release_tuple
 from .parse import parse_scontrol_record
@@ -157,3 +157,22 @@ def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
     record = parse_scontrol_record(slurm("scontrol", ["show", "job", "-d", "-o",
                                                       _check_id(job_id)], cfg).stdout)
     return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}
+
+
+def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
+    """(state, held, TresPerNode) of a job as slurmctld has it now (ended jobs too, while
+    Slurm keeps them), None when it does not know the job. ``held``: priority 0
+    (``requeuehold``, ``scontrol hold``). A held job still completing after a requeue
+    (COMPLETING, REQUEUED, REQUEUE_HOLD) reads as PENDING: it can be updated and released.
+    Raises ``CommandError`` when slurmctld cannot be asked."""
+    try:
+        shown = show_job(job_id, cfg)
+    except CommandError as exc:
+        if "Invalid job id" in exc.stderr:
+            return None
+        raise
+    state = shown.get("JobState", "")
+    held = shown.get("Priority") == "0"
+    if held and (state == "COMPLETING" or state.startswith("REQUEUE")):
+        state = "PENDING"
+    return state, held and state == "PENDING", shown.get("TresPerNode", "")

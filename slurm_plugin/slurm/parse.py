@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..model import Gpu, GpuUse, Job, Node
 from ..record import record, replace
 from .dialects import Legacy, dialect
-from .formats import detect
+from .formats import FormatError, detect
 from .sacct_rows import split_row
 
 SHARE_GRES = ("shard", "mps")
@@ -97,6 +97,8 @@ def parse_gres(text: str) -> tuple[GresItem, ...]:
     shares held per GPU position (and the positions holding any as indexes); other ``(...)``,
     such as ``(S:0-1)`` or ``(-/4)``, is ignored.
     """
+    if not isinstance(text, str):
+        raise InputError(f"slurm: GRES {text!r} is not a string")
     items = []
     for m in _GRES_ITEM.finditer(text.replace("gres:", "").replace("gres/", "")):
         extra = m.group("extra") or ""
@@ -121,9 +123,15 @@ def _share_list(text: str, extra: str) -> tuple[int, ...]:
                          "share counts") from None
 
 
+MAX_HOSTLIST_NAMES = 100_000
+
+
 @lru_cache(maxsize=8192)
 def expand_hostlist(text: str) -> tuple[str, ...]:
-    """``"gpu[1-3,5],cpu01"`` -> ("gpu1", "gpu2", "gpu3", "gpu5", "cpu01"); zero padding kept."""
+    """``"gpu[1-3,5],cpu01"`` -> ("gpu1", "gpu2", "gpu3", "gpu5", "cpu01"); zero padding kept.
+
+    A range that is not ``N`` or ``N-M`` with N <= M, or more than ``MAX_HOSTLIST_NAMES``
+    names, raises ``InputError`` naming the hostlist."""
     names: list[str] = []
     for m in re.finditer(r"([^,\[]*)(?:\[([^\]]*)\])?([^,]*)", text):
         prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
@@ -133,9 +141,13 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
             continue
         for part in ranges.split(","):
             lo, _, hi = part.partition("-")
+            hi = hi or lo
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo) or \
+                    len(names) + int(hi) - int(lo) >= MAX_HOSTLIST_NAMES:
+                raise InputError(f"slurm: hostlist {text[:200]!r}: range {part!r} is not N or "
+                                 f"N-M with N <= M (at most {MAX_HOSTLIST_NAMES} names)")
             width = len(lo)
-            names.extend(f"{prefix}{i:0{width}d}{suffix}"
-                         for i in range(int(lo), int(hi or lo) + 1))
+            names.extend(f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1))
     return tuple(names)
 
 
@@ -143,6 +155,17 @@ def app_from_comment(comment: str) -> str:
     """The workload class a job declares in its comment as ``app=NAME`` ("" if none)."""
     m = _APP.search(comment or "")
     return m.group(1) if m else ""
+
+
+_DECLARED = re.compile(r"^wb:(?:.*;)?declared_app=([^;\s]*)")
+
+
+def declared_app(admin_comment: str, comment: str) -> str:
+    """The class a job declared at submission, as ``contrib/slurm/job_submit.lua`` recorded it
+    in AdminComment (``wb:uid=..;declared_app=NAME;..``), which users cannot change; without
+    that record, the ``app=`` of the comment. Either way a hint, never a credential."""
+    m = _DECLARED.match(admin_comment or "")
+    return m.group(1) if m else app_from_comment(comment)
 
 
 def _gpu_index(gres_type: str) -> int | None:
@@ -179,25 +202,52 @@ def _gpu_layout(gres: str, gpu_model: str) -> tuple[tuple[int, str, str, int], .
 
 
 def parse_nodes(doc: Mapping[str, Any], gpu_model: str = "V100",
-                command: str = "node listing") -> tuple[Node, ...]:
+                command: str = "node listing",
+                warnings: list[str] | None = None) -> tuple[Node, ...]:
     """The node listing (22.05: ``sinfo --json``; 23.02+: ``scontrol --json show nodes``) ->
     nodes with their configured GPUs (usage comes from the jobs).
 
     A GPU's index is N from its GRES type ``gN`` when typed one per GPU, else its position.
     ``gpu_model`` names GPUs whose type is only an index (``g0``); a type like ``a100`` is
     taken as the model. State is the base state, ``+flag`` for flags: ``idle+drain``.
+    A node whose fields cannot be read raises ``FormatError``; with a ``warnings`` list it is
+    left out and the warning (command, release, node, field) appended there instead.
     """
     d = dialect(detect(doc, command))
     nodes = {}
-    for raw in d.node_rows(doc):
-        name = raw["name"]
-        nodes[name] = Node(name=name, state=d.node_state(raw), cpus=d.count(raw, "cpus") or 0,
-                           memory_mib=d.count(raw, "real_memory") or 0,
-                           features=d.features(raw),
-                           gpus=tuple(Gpu(node=name, index=i, model=m, gres_type=t,
-                                          shards_total=n) for i, m, t, n in
-                                      _gpu_layout(str(raw.get("gres") or ""), gpu_model)))
+    for k, raw in enumerate(d.node_rows(doc)):
+        try:
+            name = raw["name"]
+            if not isinstance(name, str) or not name:
+                raise d.fmt.error(f"nodes[{k}].name", name, "a node name")
+            node = Node(name=name, state=d.node_state(raw), cpus=d.count(raw, "cpus") or 0,
+                        memory_mib=d.count(raw, "real_memory") or 0, features=d.features(raw),
+                        gpus=tuple(Gpu(node=name, index=i, model=m, gres_type=t,
+                                       shards_total=n) for i, m, t, n in
+                                   _gpu_layout(str(raw.get("gres") or ""), gpu_model)))
+        except _BAD_DATA as exc:
+            if warnings is None:
+                raise _unreadable(d, f"node {k}", raw, exc) from None
+            warnings.append(str(_unreadable(d, f"node {k}", raw, exc)) + "; node left out")
+            continue
+        nodes[name] = node
     return tuple(nodes[n] for n in sorted(nodes, key=_natural))
+
+
+# What malformed Slurm output raises inside a parser; each becomes a FormatError naming the
+# command, the release and the record (a job or a node), never a traceback.
+_BAD_DATA = (InputError, KeyError, TypeError, ValueError, AttributeError, IndexError,
+             OverflowError)
+
+
+def _unreadable(d: Legacy, what: str, raw: Any, exc: Exception) -> FormatError:
+    if isinstance(exc, FormatError):
+        return exc                      # names command, release, field and record already
+    if isinstance(exc, InputError):
+        return FormatError(f"slurm: {d.fmt.command} of Slurm {d.fmt.release}: {what}: {exc}")
+    ident = raw.get("job_id", raw.get("name", "?")) if isinstance(raw, Mapping) else raw
+    return d.fmt.error(f"{what} ({ident!r})", f"{type(exc).__name__}: {exc}",
+                       "fields of the documented types")
 
 
 def _natural(name: str) -> tuple:
@@ -276,21 +326,34 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         end_s=d.epoch(raw, "end_time") if finished else None,
         time_limit_s=limit_min * 60 if limit_min is not None else None,
         restart_count=d.count(raw, "restart_cnt") or 0, comment=comment,
-        app=app_from_comment(comment), reason="" if reason == "None" else reason,
+        app=declared_app(str(raw.get("admin_comment") or ""), comment),
+        reason="" if reason == "None" else reason,
         exit_code=d.exit_code(raw) if finished else None,
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state))
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,
-               command: str = "squeue --json") -> tuple[Job, ...]:
+               command: str = "squeue --json",
+               warnings: list[str] | None = None) -> tuple[Job, ...]:
     """``squeue --json`` of any supported release -> jobs (all, or only pending/running-like
-    ones)."""
+    ones). A job whose fields cannot be read raises ``FormatError``; with a ``warnings`` list
+    it is left out and the warning appended there instead (a snapshot goes on without it)."""
     d = dialect(detect(squeue, command))
     jobs = squeue.get("jobs")
     if not isinstance(jobs, list):
         raise d.fmt.error("jobs", jobs, "a list of jobs")
-    parsed = (parse_job(raw, d) for raw in jobs)
-    return tuple(j for j in parsed if not active_only or j.state in ACTIVE_STATES)
+    out = []
+    for k, raw in enumerate(jobs):
+        try:
+            job = parse_job(raw, d)
+        except _BAD_DATA as exc:
+            if warnings is None:
+                raise _unreadable(d, f"job {k}", raw, exc) from None
+            warnings.append(str(_unreadable(d, f"job {k}", raw, exc)) + "; job left out")
+            continue
+        if not active_only or job.state in ACTIVE_STATES:
+            out.append(job)
+    return tuple(out)
 
 
 def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
@@ -379,34 +442,61 @@ def _tres(text: str) -> Mapping[str, str]:
     return MappingProxyType(dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv))
 
 
-def parse_sacct(text: str) -> tuple[AcctRecord, ...]:
-    """``sacct -P -X --format=<SACCT_FIELDS>`` output, header line included."""
+def parse_sacct(text: str, delimiter: str = "|",
+                warnings: list[str] | None = None) -> tuple[AcctRecord, ...]:
+    """``sacct -P -X --format=<SACCT_FIELDS>`` output, header line included.
+
+    ``sacct -P`` does not escape its delimiter: a job name or comment holding it makes a row
+    of more fields than the header. With ``|`` the extra ones are placed in JobName/Comment
+    where only one placement reads (``sacct_rows``); a row that cannot be read raises
+    ``InputError`` naming the line; with a ``warnings`` list it is left out and the warning
+    appended there. ``snapshot.history`` asks sacct for a
+    delimiter no name is expected to hold (``SACCT_DELIMITER``)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         return ()
-    header = lines[0].split("|")
+    header = lines[0].split(delimiter)
     missing = [f for f in SACCT_FIELDS if f not in header]
     if missing:
         raise InputError(f"slurm: sacct output lacks field(s) {', '.join(missing)}; "
                          f"run sacct -P --format={','.join(SACCT_FIELDS)}")
     records = []
     for number, line in enumerate(lines[1:], 2):
-        row = split_row(line, header, f"line {number}")
-        code, sig = _code_pair(row["ExitCode"])
-        derived, _ = _code_pair(row["DerivedExitCode"])
-        limit = row["TimelimitRaw"]
-        nodes = row["NodeList"]
-        records.append(AcctRecord(
-            job_id=row["JobID"], name=row["JobName"], user=row["User"],
-            partition=row["Partition"], state=row["State"].split(" ")[0], exit_code=code,
-            signal=sig, derived_exit_code=derived, submit_s=_sacct_time(row["Submit"]),
-            start_s=_sacct_time(row["Start"]), end_s=_sacct_time(row["End"]),
-            elapsed_s=float(row["ElapsedRaw"] or 0),
-            time_limit_s=float(limit) * 60 if limit.isdigit() else None,
-            nodes=() if nodes in ("", "None assigned") else expand_hostlist(nodes),
-            alloc_tres=_tres(row["AllocTRES"]), req_tres=_tres(row["ReqTRES"]),
-            comment=row["Comment"]))
+        try:
+            records.append(_acct_record(header, line, delimiter, f"line {number}"))
+        except (InputError, ValueError, OverflowError) as exc:
+            shown = line if len(line) <= 200 else line[:197] + "..."
+            error = InputError(f"slurm: sacct row {shown!r}: {exc}")
+            if warnings is None:
+                raise error from None
+            warnings.append(f"{error}; job left out")
     return tuple(records)
+
+
+def _acct_record(header: list[str], line: str, delimiter: str, where: str) -> AcctRecord:
+    if delimiter == "|":         # sacct's own: extra ones placed in JobName/Comment
+        row = split_row(line, header, where)
+    else:
+        fields = line.split(delimiter)
+        if len(fields) != len(header):
+            raise InputError(f"{where}: {len(fields)} fields for {len(header)} columns: a "
+                             f"job name or comment holds the delimiter {delimiter!r}")
+        row = dict(zip(header, fields))
+    code, sig = _code_pair(row["ExitCode"])
+    derived, _ = _code_pair(row["DerivedExitCode"])
+    limit = row["TimelimitRaw"]
+    nodes = row["NodeList"]
+    elapsed = row["ElapsedRaw"]
+    return AcctRecord(
+        job_id=row["JobID"], name=row["JobName"], user=row["User"],
+        partition=row["Partition"], state=row["State"].split(" ")[0], exit_code=code,
+        signal=sig, derived_exit_code=derived, submit_s=_sacct_time(row["Submit"]),
+        start_s=_sacct_time(row["Start"]), end_s=_sacct_time(row["End"]),
+        elapsed_s=float(elapsed) if elapsed.isdigit() else 0.0,
+        time_limit_s=float(limit) * 60 if limit.isdigit() else None,
+        nodes=() if nodes in ("", "None assigned") else expand_hostlist(nodes),
+        alloc_tres=_tres(row["AllocTRES"]), req_tres=_tres(row["ReqTRES"]),
+        comment=row["Comment"])
 
 
 def parse_scontrol_record(text: str) -> Mapping[str, str]:

@@ -32,11 +32,16 @@ NODES_CURRENT = ("scontrol", ["show", "nodes"])  # Slurm 23.02 and later
 
 def build_cluster(nodes_doc: dict, squeue: dict, name: str, taken_s: float,
                   gpu_model: str = "V100") -> Cluster:
-    """Pure: the two JSON documents -> Cluster with GPU holders filled and active jobs only."""
-    jobs = parse_jobs(squeue, active_only=True)
-    nodes = attach_jobs(parse_nodes(nodes_doc, gpu_model), jobs)
+    """Pure: the two JSON documents -> Cluster with GPU holders filled and active jobs only.
+
+    A job or node whose fields cannot be read is left out, with a warning in
+    ``Cluster.warnings`` (command, release, record, field): one odd record never stops a
+    snapshot."""
+    warnings: list[str] = []
+    jobs = parse_jobs(squeue, active_only=True, warnings=warnings)
+    nodes = attach_jobs(parse_nodes(nodes_doc, gpu_model, warnings=warnings), jobs)
     return Cluster(nodes=nodes, jobs=MappingProxyType({j.job_id: j for j in jobs}),
-                   taken_s=taken_s, name=name)
+                   taken_s=taken_s, name=name, warnings=tuple(warnings))
 
 
 def read_json(cmd: str, args: list[str], cfg: SiteConfig) -> tuple[dict, SlurmFormat]:
@@ -66,13 +71,21 @@ def snapshot(cfg: SiteConfig, gpu_model: str = "V100") -> Cluster:
     return build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s, gpu_model)
 
 
-def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None
-            ) -> tuple[AcctRecord, ...]:
+# sacct -P does not escape its delimiter; job names and comments hold "|" far more often than
+# the ASCII unit separator.
+SACCT_DELIMITER = "\x1f"
+
+
+def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None,
+            warnings: list[str] | None = None) -> tuple[AcctRecord, ...]:
     """Finished and running jobs from ``sacct -P`` (exit codes are right there, unlike
-    ``sacct --json``). ``since`` is any sacct ``--starttime``; held jobs are absent."""
-    args = ["-P", "-X", f"--format={','.join(SACCT_FIELDS)}", f"--starttime={since}"]
+    ``sacct --json``). ``since`` is any sacct ``--starttime``; held jobs are absent. A row
+    that cannot be read is left out with a warning in ``warnings`` (given) or raises."""
+    args = ["-P", f"--delimiter={SACCT_DELIMITER}", "-X", f"--format={','.join(SACCT_FIELDS)}",
+            f"--starttime={since}"]
     args += [f"--user={users}"] if users else ["--allusers"]
-    return parse_sacct(slurm("sacct", args, cfg).stdout)
+    return parse_sacct(slurm("sacct", args, cfg).stdout, delimiter=SACCT_DELIMITER,
+                       warnings=warnings)
 
 
 def describe(nodes_doc: dict, squeue: dict) -> dict:

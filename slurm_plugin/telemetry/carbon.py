@@ -60,6 +60,7 @@ class InfluxCarbon:
     def __init__(self, client: InfluxClient, zone: str) -> None:
         self.client = client
         self.zone = zone
+        self.warnings: list[str] = []    # stored rows skipped: time or value not a number
 
     def _where(self) -> str:
         return f'"zone" = {quote_str(self.zone)}'
@@ -68,14 +69,34 @@ class InfluxCarbon:
         series = self.client.query(
             f'SELECT last("gco2_per_kwh") FROM "{MEASUREMENT}" WHERE {self._where()} '
             f"AND time <= {time_ns(t_s)}")
-        rows = series[0].values if series else ()
-        return float(rows[0][1]) if rows and rows[0][1] is not None else None
+        rows = series[0].rows() if series else ()
+        value = rows[0].get("last") if rows else None
+        return None if value is None else self._number(value, "last(gco2_per_kwh)", t_s)
 
     def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
         series = self.client.query(
             f'SELECT "gco2_per_kwh" FROM "{MEASUREMENT}" WHERE {self._where()} '
             f"AND time > {time_ns(start_s)} AND time <= {time_ns(end_s)}")
-        return tuple((float(t), float(v)) for s in series for t, v in s.values if v is not None)
+        out = []
+        for s in series:
+            for row in s.rows():
+                t, v = row.get("time"), row.get("gco2_per_kwh")
+                if v is None:
+                    continue
+                t = self._number(t, "time", t)
+                v = self._number(v, "gco2_per_kwh", t) if t is not None else None
+                if t is not None and v is not None:
+                    out.append((t, v))
+        return tuple(out)
+
+    def _number(self, value: Any, column: str, at: object) -> float | None:
+        """A stored value as a float, or None with a warning (bounds are the reader's:
+        ``telemetry.bounds``)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.warnings.append(f"telemetry: {MEASUREMENT},zone={self.zone} at {at}: "
+                                 f"{column} = {value!r} is not a number; point not used")
+            return None
+        return float(value)
 
 
 def carbon_point(zone: str, p: CarbonPoint) -> Point:

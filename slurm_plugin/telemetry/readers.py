@@ -7,27 +7,40 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
+from ..errors import WattError
 from ..model import GpuReading, Progress, Readings
+from .bounds import Rejected, checked
 from .carbon import CarbonProvider
 from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
 
 GPU = "gpu"
+Verify = Callable[[str, float, Mapping[str, Any]], bool]   # (job id, time, fields) -> signed?
 PROGRESS = "job_progress"
 
 
-def _num(row: dict[str, Any], key: str, default: float = 0.0) -> float:
-    value = row.get(key)
-    return float(value) if value is not None else default
+def _gpu_reading(tags: dict[str, str], row: dict[str, Any], index: int) -> GpuReading:
+    node = tags.get("node", "")
+    where = f"{GPU},node={node},gpu={index}"
+    return GpuReading(node=node, index=index,
+                      power_w=checked(row.get("power_w"), "power_w", where, 0.0),
+                      energy_j=checked(row.get("energy_j"), "energy_j", where, 0.0),
+                      util_pct=checked(row.get("util_pct"), "util_pct", where, 0.0),
+                      mem_used_mib=checked(row.get("mem_used_mib"), "mem_used_mib", where, 0.0),
+                      power_limit_w=checked(row.get("power_limit_w"), "power_limit_w", where,
+                                            0.0),
+                      taken_s=checked(row.get("time"), "time", where))
 
 
 def latest_gpu_readings(client: InfluxClient, now_s: float, *, max_age_s: float = 300.0,
-                        cluster: str = "") -> dict[tuple[str, int], GpuReading]:
+                        cluster: str = "", warnings: list[str] | None = None
+                        ) -> dict[tuple[str, int], GpuReading]:
     """The newest ``gpu`` point of each (node, gpu) seen in the last ``max_age_s``.
 
-    A field missing from that point reads 0.0."""
+    A field missing from that point reads 0.0. A point with a value out of its bounds
+    (``bounds``) is left out, with a warning in ``warnings``."""
     where = f"time > {time_ns(now_s - max_age_s)} AND time <= {time_ns(now_s)}"
     if cluster:
         where += f' AND "cluster" = {quote_str(cluster)}'
@@ -39,18 +52,38 @@ def latest_gpu_readings(client: InfluxClient, now_s: float, *, max_age_s: float 
         except ValueError:
             continue        # not a GPU index: someone else's point
         for row in s.rows():
-            node = s.tags.get("node", "")
-            out[(node, index)] = GpuReading(
-                node=node, index=index, power_w=_num(row, "power_w"),
-                energy_j=_num(row, "energy_j"), util_pct=_num(row, "util_pct"),
-                mem_used_mib=_num(row, "mem_used_mib"),
-                power_limit_w=_num(row, "power_limit_w"), taken_s=float(row["time"]))
+            try:
+                reading = _gpu_reading(s.tags, row, index)
+            except Rejected as exc:
+                _warn(warnings, exc)
+                continue
+            out[(reading.node, index)] = reading
     return out
 
 
+def _warn(warnings: list[str] | None, exc: Exception) -> None:
+    if warnings is not None:
+        warnings.append(f"{exc}; point not used")
+
+
+def _progress(job_id: str, row: dict[str, Any]) -> Progress:
+    where = f"{PROGRESS},job_id={job_id}"
+    taken_s = checked(row.get("time"), "time", where)
+
+    def num(key: str) -> float:
+        return checked(row.get(key), key, where, 0.0)
+    return Progress(job_id=job_id, step=int(num("step")), samples_per_s=num("samples_per_s"),
+                    epoch=int(num("epoch")), steps_per_epoch=int(num("steps_per_epoch")),
+                    total_steps=int(num("total_steps")), taken_s=taken_s,
+                    started_s=checked(row.get("started_s"), "started_s", where, taken_s))
+
+
 def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | None = None,
-                    job_ids: Iterable[str] = ()) -> dict[str, Progress]:
-    """The newest ``job_progress`` point of each job (only ``job_ids`` when given)."""
+                    job_ids: Iterable[str] = (), warnings: list[str] | None = None,
+                    verify: Verify | None = None) -> dict[str, Progress]:
+    """The newest ``job_progress`` point of each job (only ``job_ids`` when given); a point
+    with a value out of its bounds, or (with ``verify``) one its job's owner did not sign
+    (``progress_key``), is left out with a warning in ``warnings``."""
     clauses = [f"time <= {time_ns(now_s)}"]
     if max_age_s is not None:
         clauses.append(f"time > {time_ns(now_s - max_age_s)}")
@@ -62,29 +95,98 @@ def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | No
                           'GROUP BY "job_id" ORDER BY time DESC LIMIT 1'):
         job_id = s.tags.get("job_id", "")
         for row in s.rows():
-            taken_s = float(row["time"])
-            out[job_id] = Progress(
-                job_id=job_id, step=int(_num(row, "step")),
-                samples_per_s=_num(row, "samples_per_s"), epoch=int(_num(row, "epoch")),
-                steps_per_epoch=int(_num(row, "steps_per_epoch")),
-                total_steps=int(_num(row, "total_steps")), taken_s=taken_s,
-                started_s=_num(row, "started_s", taken_s))
+            try:
+                progress = _progress(job_id, row)
+            except Rejected as exc:
+                _warn(warnings, exc)
+                continue
+            if verify is not None and not verify(
+                    job_id, progress.taken_s, {k: v for k, v in row.items() if k != "time"}):
+                _warn(warnings, f"telemetry: {PROGRESS},job_id={job_id}: not signed with the "
+                                "job's key (written by someone other than its owner)")
+                continue
+            out[job_id] = progress
     return out
+
+
+def plausible_progress(progress: Mapping[str, Progress],
+                       job_gpus: Mapping[str, Iterable[tuple[str, int]]],
+                       gpus: Mapping[tuple[str, int], GpuReading],
+                       warnings: list[str] | None = None,
+                       idle_pct: float = 1.0) -> dict[str, Progress]:
+    """Progress that the job's GPUs can have made: a job reporting samples/s while every one
+    of its GPUs with a reading is idle (utilisation below ``idle_pct``) is left out."""
+    out = {}
+    for job_id, p in progress.items():
+        seen = [gpus[g] for g in job_gpus.get(job_id, ()) if g in gpus]
+        if p.samples_per_s > 0 and seen and max(r.util_pct for r in seen) < idle_pct:
+            _warn(warnings, f"telemetry: {PROGRESS},job_id={job_id}: samples_per_s = "
+                            f"{p.samples_per_s:g} while its GPUs are idle "
+                            f"({', '.join(f'{r.node}:{r.index}' for r in seen)})")
+            continue
+        out[job_id] = p
+    return out
+
+
+def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float,
+            warnings: list[str]) -> tuple[float | None, tuple[tuple[float, float], ...]]:
+    where = f"carbon_intensity,zone={carbon.zone}"
+    now_g = carbon.intensity_at(now_s)
+    if now_g is not None:
+        try:
+            now_g = checked(now_g, "gco2_per_kwh", f"{where} at {now_s:.0f}")
+        except Rejected as exc:
+            _warn(warnings, exc)
+            now_g = None
+    forecast = []
+    for t, g in carbon.forecast(now_s, now_s + horizon_s) or ():
+        try:
+            forecast.append((checked(t, "time", where), checked(g, "gco2_per_kwh",
+                                                                f"{where} at {t}")))
+        except Rejected as exc:
+            _warn(warnings, exc)
+    warnings.extend(getattr(carbon, "warnings", ()))
+    return now_g, tuple(forecast)
 
 
 def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider | None = None,
                   cluster: str = "", job_ids: Iterable[str] = (),
                   gpu_max_age_s: float = 300.0, progress_max_age_s: float = 7 * 86400.0,
-                  forecast_horizon_s: float = 48 * 3600.0) -> Readings:
+                  forecast_horizon_s: float = 48 * 3600.0, verify: Verify | None = None,
+                  job_gpus: Mapping[str, Iterable[tuple[str, int]]] | None = None
+                  ) -> Readings:
     """Everything a policy may use at ``now_s``, in one frozen ``Readings``.
 
     Progress is read for ``job_ids`` when given, else for every job seen in
-    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``."""
-    gpus = latest_gpu_readings(client, now_s, max_age_s=gpu_max_age_s, cluster=cluster)
-    progress = latest_progress(client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids)
-    now_g = forecast = None
+    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. ``verify``
+    checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
+    of a job whose GPUs are idle is left out (``plausible_progress``). Each source
+    (GPUs, progress, carbon) that fails is left empty and every value out of its bounds left
+    out, each with a warning in ``Readings.warnings``; only when every source fails does this
+    raise."""
+    warnings: list[str] = []
+    errors: list[WattError] = []
+
+    def attempt(what: str, read, empty):
+        try:
+            return read()
+        except WattError as exc:
+            errors.append(exc)
+            warnings.append(f"{what} not read: {exc}")
+            return empty
+    gpus = attempt("GPU readings", lambda: latest_gpu_readings(
+        client, now_s, max_age_s=gpu_max_age_s, cluster=cluster, warnings=warnings), {})
+    progress = attempt("job progress", lambda: latest_progress(
+        client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=warnings,
+        verify=verify), {})
+    if job_gpus is not None:
+        progress = plausible_progress(progress, job_gpus, gpus, warnings)
+    now_g, forecast = None, ()
     if carbon is not None:
-        now_g = carbon.intensity_at(now_s)
-        forecast = carbon.forecast(now_s, now_s + forecast_horizon_s)
+        now_g, forecast = attempt("carbon intensity", lambda: _carbon(
+            carbon, now_s, forecast_horizon_s, warnings), (None, ()))
+    if len(errors) == 2 + (carbon is not None):
+        raise errors[0]
     return Readings(gpus=MappingProxyType(gpus), progress=MappingProxyType(progress),
-                    carbon_g_per_kwh=now_g, carbon_forecast=forecast or (), taken_s=now_s)
+                    carbon_g_per_kwh=now_g, carbon_forecast=forecast, taken_s=now_s,
+                    warnings=tuple(warnings))

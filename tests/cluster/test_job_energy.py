@@ -28,4 +28,6 @@ def test_three_jobs_on_one_gpu_and_one_alone_are_charged_their_share(localcluste
     assert all(records[j]["shared_gpu_s"] > 0 for j in shared)
     assert all(records[j]["app"] for j in shared + alone)
     comment = admin_comment(cfg, shared[0])
-    assert comment.startswith("wb:energy_j=") and "split=util-class" in comment
+    parts = comment.split(" ")        # job_submit.lua's facts kept beside the summary
+    assert any(p.startswith("wb:uid=") for p in parts), comment
+    assert any(p.startswith("wb-energy:energy_j=") and "split=util-class" in p for p in parts)

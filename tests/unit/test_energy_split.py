@@ -98,7 +98,7 @@ def test_epilog_figures_from_a_closed_ledger(tmp_path):
     job = from_ledger("7", "n1", {**entry["nodes"]["n1"], "app": entry["app"]}, 136.0, carbon)
     assert (job.energy_j, job.gpus, job.split, job.app) == (3600.0, (2,), "exclusive", "vgg16")
     assert job.co2_g == pytest.approx(3600.0 / 3.6e6 * 200.0)
-    assert job.summary() == "wb:energy_j=3600;co2_g=0.2;shared_gpu_s=0;split=exclusive"
+    assert job.summary() == "wb-energy:energy_j=3600;co2_g=0.2;shared_gpu_s=0;split=exclusive"
     line = job.point("u", "c", "acct", "gpu").to_line()
     assert line.startswith("job_energy,account=acct,app=vgg16,cluster=c,job_id=7,node=n1,")
     assert 'split="exclusive"' in line

@@ -68,10 +68,12 @@ def test_mps_replaces_shard(tmp_path):
 def test_site_toml_is_a_valid_site_config(tmp_path):
     spec = resolve(tmp_path, environ={})
     site = tmp_path / "site.toml"
-    site.write_text(render("site.toml.j2", spec))
+    site.write_text(render("site.toml.j2", spec, influx_user="wattbatch",
+                           influx_password='p"w\\'))
     cfg = config.load(site, environ={})
     assert cfg["slurm.conf"] == str(spec.slurm_conf)
     assert cfg["influx.url"] == spec.influx_url
+    assert (cfg["influx.username"], cfg["influx.password"]) == ("wattbatch", 'p"w\\')
     assert cfg["reconcile.state_dir"] == str(tmp_path / "reconcile")
     assert tomllib.loads(site.read_text())["slurm"]["share_gres"] == "shard"
     env = render("env.sh.j2", spec)

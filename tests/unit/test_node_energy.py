@@ -95,3 +95,26 @@ def test_prolog_and_epilog_never_fail_the_job(monkeypatch, capsys):
     err = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0] for line in err] == ["wattbatch prolog", "wattbatch epilog"]
     assert "SLURM_JOB_GPUS = 'zero'" in err[0] and "'42; rm -rf /'" in err[1]
+
+
+class FlakySource(ScriptedSource):
+    """Fails its first reads with errors no GPU source promises: bad Slurm output, a bug."""
+
+    def __init__(self, errors):
+        super().__init__()
+        self.errors = list(errors)
+
+    def read(self):
+        if self.errors:
+            raise self.errors.pop(0)
+        return super().read()
+
+
+def test_run_loop_survives_any_single_failure(capsys):
+    source = FlakySource([UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+                          KeyError("jobs"), ValueError("odd hostlist")])
+    failures = run_loop(source, Recorder(), "c", 1.0, iterations=4, sleep=lambda s: None,
+                        clock=lambda: 0.0)
+    assert failures == 3 and source.reads == 1
+    err = capsys.readouterr().err
+    assert "UnicodeDecodeError" in err and "KeyError" in err and "sample 3 failed" in err

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_plugin.actuate import JobView
 from slurm_plugin.errors import CommandError
 from slurm_plugin.journal import Journal, PassLock
 from slurm_plugin.model import Action, Cluster, Job, Node, Readings
@@ -15,26 +16,69 @@ from slurm_plugin.reconcile import reconcile_pass
 
 
 class Recorder:
-    """Records the Slurm steps; ``crash_on`` raises a non-Watt error to simulate a crash."""
+    """A fake Slurm holding one job's state; records the Slurm steps. ``crash_on`` raises a
+    non-Watt error after the step took effect (a crash before its journal line), ``fail_on``
+    a CommandError instead of the step, ``down_after`` makes every later call fail as with
+    slurmctld gone."""
 
-    def __init__(self, crash_on: str = "", fail_on: str = "") -> None:
+    def __init__(self, crash_on: str = "", fail_on: str = "", down_after: str = "",
+                 state: str = "RUNNING", held: bool = False, tres: str = "gres:gpu:1") -> None:
         self.calls: list[tuple] = []
-        self.crash_on, self.fail_on = crash_on, fail_on
+        self.crash_on, self.fail_on, self.down_after = crash_on, fail_on, down_after
+        self.down = False
+        self.job: JobView | None = JobView(state, held, tres)
 
-    def _do(self, name: str, *args: object) -> None:
-        if name == self.crash_on:
-            raise KeyboardInterrupt(name)
+    def _check(self, name: str) -> None:
+        if self.down:
+            raise CommandError(["scontrol", name], 1, "Unable to contact slurm controller")
         if name == self.fail_on:
             raise CommandError(["scontrol", name], 1, "Invalid job id specified")
-        self.calls.append((name, *args))
 
-    def requeue_hold(self, job_id): self._do("requeue_hold", job_id)
-    def set_gpus(self, job_id, gpus): self._do("set_gpus", job_id, gpus)
-    def whole_gpus(self, job_id): self._do("whole_gpus", job_id)
-    def release(self, job_id): self._do("release", job_id)
-    def start_now(self, job_id): self._do("start_now", job_id)
-    def defer(self, job_id, begin_s): self._do("defer", job_id, begin_s)
-    def cancel(self, job_id): self._do("cancel", job_id)
+    def _done(self, name: str, *args: object) -> None:
+        self.calls.append((name, *args))
+        if name == self.down_after:
+            self.down = True
+        if name == self.crash_on:
+            raise KeyboardInterrupt(name)
+
+    def observe(self, job_id):
+        self._check("show")
+        return self.job
+
+    def requeue_hold(self, job_id):
+        self._check("requeue_hold")
+        if self.job is None or not self.job.running:
+            raise CommandError(["scontrol", "requeuehold"], 1, "Job is pending execution")
+        self.job = JobView("PENDING", True, self.job.tres_per_node)
+        self._done("requeue_hold", job_id)
+
+    def set_gpus(self, job_id, gpus):
+        self._check("set_gpus")
+        self.job = JobView(self.job.state, self.job.held, f"gres:gpu:{gpus}")
+        self._done("set_gpus", job_id, gpus)
+
+    def whole_gpus(self, job_id):
+        self._check("whole_gpus")
+        self._done("whole_gpus", job_id)
+
+    def release(self, job_id):
+        self._check("release")
+        self.job = JobView("PENDING", False, self.job.tres_per_node)
+        self._done("release", job_id)
+
+    def start_now(self, job_id):
+        self._check("start_now")
+        self.job = JobView("RUNNING", False, self.job.tres_per_node)
+        self._done("start_now", job_id)
+
+    def defer(self, job_id, begin_s):
+        self._check("defer")
+        self._done("defer", job_id, begin_s)
+
+    def cancel(self, job_id):
+        self._check("cancel")
+        self.job = None
+        self._done("cancel", job_id)
 
 
 class Fixed:
@@ -79,12 +123,13 @@ def test_resize_runs_steps_in_order_and_journals(tmp_path):
 
 
 def test_crash_mid_resize_is_finished_by_next_pass(tmp_path):
+    act = Recorder(crash_on="set_gpus")      # set, then the crash before its journal line
     with pytest.raises(KeyboardInterrupt):
-        run(tmp_path, Fixed(RESIZE), Recorder(crash_on="release"))
+        run(tmp_path, Fixed(RESIZE), act)
     assert len(Journal(tmp_path / "journal.jsonl").unfinished()) == 1
-    act = Recorder()
+    act.crash_on, act.calls = "", []
     res = run(tmp_path, SlurmDefault(), act)
-    # only the missing steps run: the job is released and started, never held forever
+    # only the missing steps run (set_gpus took effect: not repeated); never held forever
     assert [c[0] for c in act.calls] == ["release", "start_now"]
     assert res.outcomes[0].recovered and res.outcomes[0].status == "done"
     assert Journal(tmp_path / "journal.jsonl").unfinished() == []
@@ -109,7 +154,7 @@ def test_failed_step_is_reported_with_command_and_the_held_job_released(tmp_path
     res = run(tmp_path, Fixed(RESIZE), act)
     assert res.outcomes[0].status == "failed"
     assert "Invalid job id" in res.outcomes[0].detail
-    assert "released unchanged" in res.outcomes[0].detail
+    assert "released as it is" in res.outcomes[0].detail
     assert [c[0] for c in act.calls] == ["requeue_hold", "release", "start_now"]
     assert Journal(tmp_path / "journal.jsonl").unfinished() == []
 

@@ -1,0 +1,193 @@
+"""Carrying out one reconcile action, step by step, idempotent against Slurm's actual state.
+
+Each step is checked against the job as Slurm shows it now (``Actuator.observe``) before it
+runs, so replaying an action after a crash at any point (after a Slurm command whose journal
+line was never written, after a journal line, with slurmctld gone) never repeats a step that
+took effect and never fails on one: a job already held is not held again, a GPU count already
+set is not set again, a job already released is not released again.
+
+No job we touched is left held: when a step fails, the job is read again and, if it is still
+held, released as it is (``release``, ``start_now``). When that cannot be done either (the
+controller is down), the action is journaled ``stuck``, which is not an end state: every later
+pass tries again until the job is released or gone, and says so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from .errors import WattError
+from .journal import Journal
+from .model import Action
+from .record import record
+
+
+ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+         "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+# How a job our requeue stopped can show after slurmctld lost the requeue (killed before it
+# saved its state): the job's processes ended by SIGTERM, the job FAILED.
+REVIVABLE = ("FAILED", "NODE_FAIL")
+
+
+@record
+class JobView:
+    """What a step needs to know about a job, as Slurm shows it now."""
+
+    state: str              # PENDING, RUNNING, ...
+    held: bool              # pending with priority 0 (requeuehold, scontrol hold)
+    tres_per_node: str      # gres:gpu:2 (the ``gres:`` spelling of every release)
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("RUNNING", "CONFIGURING")
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+class Actuator(Protocol):
+    def observe(self, job_id: str) -> JobView | None: ...   # None: the job has ended
+    def requeue_hold(self, job_id: str) -> None: ...
+    def set_gpus(self, job_id: str, gpus: int) -> None: ...
+    def whole_gpus(self, job_id: str) -> None: ...
+    def release(self, job_id: str) -> None: ...
+    def start_now(self, job_id: str) -> None: ...
+    def defer(self, job_id: str, begin_s: float) -> None: ...
+    def cancel(self, job_id: str) -> None: ...
+
+
+# The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
+STEPS: dict[str, tuple[str, ...]] = {
+    "resize": ("requeue_hold", "set_gpus", "release", "start_now"),
+    "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
+    "defer": ("defer",),
+    "cancel": ("cancel",),
+    "observe": (),
+    "note": (),
+}
+HOLDS = ("resize", "move_exclusive")
+
+
+@dataclass
+class Outcome:
+    action: object
+    status: str                 # done | failed | stuck | dry-run | skipped
+    detail: str = ""
+    recovered: bool = False
+
+    def as_dict(self) -> dict:
+        a = self.action
+        return {"kind": a.kind, "job_id": a.job_id, "policy": a.policy, "gpus": a.gpus,
+                "begin_s": a.begin_s, "why": a.why, "predicted": dict(a.predicted),
+                "status": self.status, "detail": self.detail, "recovered": self.recovered}
+
+
+class Finished(Exception):
+    """The action ends before its last step: ``status`` and why."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def _decide(step: str, action: Action, view: JobView | None, done: list[str],
+            recovered: bool) -> bool:
+    """Whether ``step`` must still run, given the job now; raise ``Finished`` when the action
+    has nothing left to do."""
+    job = action.job_id
+    if view is None or view.ended:
+        if step == "cancel":
+            raise Finished("done", f"job {job} had already ended")
+        shown = "is unknown to Slurm" if view is None else f"ended {view.state}"
+        raise Finished("skipped" if not done else "done",
+                       f"job {job} {shown} before {step}; nothing is held")
+    if step == "requeue_hold":
+        if view.held:
+            return False                       # the hold took effect before a crash
+        if recovered or not view.running:
+            raise Finished("skipped", f"job {job} is {view.state.lower()} and not held: the "
+                                      "hold never took effect; this pass decides afresh")
+        return True
+    if step == "set_gpus":
+        return view.tres_per_node != f"gres:gpu:{int(action.gpus or 1)}"
+    if step == "release":
+        return view.held
+    if step == "start_now":
+        return view.pending and not view.held
+    if step == "defer":
+        if not view.pending:
+            raise Finished("skipped", f"job {job} is {view.state.lower()}: nothing to defer")
+        return True
+    return True                                # whole_gpus (reads the job itself), cancel
+
+
+def _revivable(action: Action, view: JobView | None, done: list[str], recovered: bool) -> bool:
+    """A job this action stopped (its hold done, or maybe done before a crash) that Slurm
+    now shows as failed: slurmctld was killed after the requeue and before it saved it."""
+    return (action.kind in HOLDS and view is not None and view.state in REVIVABLE
+            and ("requeue_hold" in done or recovered))
+
+
+def _run_step(actuator: Actuator, step: str, action: Action) -> None:
+    if step == "set_gpus":
+        actuator.set_gpus(action.job_id, int(action.gpus or 1))
+    elif step == "defer":
+        actuator.defer(action.job_id, float(action.begin_s or time.time()))
+    else:
+        getattr(actuator, step)(action.job_id)
+
+
+def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
+    """After a failure: (still possibly held, what was done). Reads the job first."""
+    try:
+        view = actuator.observe(action.job_id)
+        if view is None or not view.held:
+            return False, "; the job is not held"
+        actuator.release(action.job_id)
+        actuator.start_now(action.job_id)
+    except WattError as exc:
+        return True, (f"; job {action.job_id} may still be held: the next pass tries again to "
+                      f"release it ({exc})")
+    return False, "; the job was released as it is"
+
+
+def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,
+            done_steps: list[str], recovered: bool) -> Outcome:
+    """Run the steps of ``action`` not yet done, journaling each; see the module doc."""
+    done = list(done_steps)
+    for step in STEPS[action.kind]:
+        if step in done:
+            continue
+        try:
+            view = actuator.observe(action.job_id)
+            if _revivable(action, view, done, recovered):
+                actuator.requeue_hold(action.job_id)
+                journal.write(action_id, "revived", action,
+                              f"job {action.job_id} was {view.state} after our requeue "
+                              "(slurmctld lost it): requeued again, held")
+                view = actuator.observe(action.job_id)
+            if _decide(step, action, view, done, recovered):
+                _run_step(actuator, step, action)
+        except Finished as end:
+            journal.write(action_id, end.status, action, end.detail)
+            return Outcome(action, end.status, end.detail, recovered)
+        except WattError as exc:
+            detail = f"{step}: {exc}"
+            held = False
+            if action.kind in HOLDS:
+                held, said = _release_if_held(actuator, action)
+                detail += said
+            status = "stuck" if held else "failed"
+            journal.write(action_id, status, action, detail)
+            return Outcome(action, status, detail, recovered)
+        journal.write(action_id, f"step:{step}", action)
+        done.append(step)
+    journal.write(action_id, "done", action)
+    return Outcome(action, "done", "", recovered)

@@ -1,0 +1,1 @@
+../../contrib/slurm/job_submit.lua

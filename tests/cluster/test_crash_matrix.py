@@ -1,0 +1,113 @@
+"""Crash matrix on the real local cluster (issue: no job left held after any crash).
+
+For every action kind: the pass SIGKILLed right after each mutating Slurm command and right
+after each journal line, and slurmctld SIGKILLed right after each mutating command (then
+started again). At most two later passes must leave the job neither lost nor held and no
+action unfinished. Each case is bounded: the pass by ``DRIVER_TIMEOUT_S``, Slurm commands
+while slurmctld is gone by ``WATTBATCH_SLURM_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from cluster_waits import wait_job
+
+from slurm_plugin import live
+from slurm_plugin.journal import Journal, action_to_dict
+from slurm_plugin.localcluster import procs, up
+from slurm_plugin.model import Action, Readings
+from slurm_plugin.policy.baseline import SlurmDefault
+from slurm_plugin.proc import run
+from slurm_plugin.reconcile import reconcile_pass
+from slurm_plugin.slurm import actions
+
+pytestmark = pytest.mark.cluster
+SLEEP = "#!/bin/bash\nsleep 600\n"
+DRIVER = Path(__file__).with_name("crash_driver.py")
+DRIVER_TIMEOUT_S = 90
+COMMANDS = {"resize": 4, "move_exclusive": 4, "defer": 1, "cancel": 1}   # mutating commands
+LINES = {"resize": 6, "move_exclusive": 6, "defer": 3, "cancel": 3}      # journal lines
+
+
+def _cases():
+    for kind, n_cmd in COMMANDS.items():
+        for n in range(1, n_cmd + 1):
+            yield kind, "kill-after-command", n
+            yield kind, "ctld-after-command", n
+        for n in range(1, LINES[kind] + 1):
+            yield kind, "kill-after-line", n
+
+
+CASES = list(_cases())
+
+
+def _job_and_action(kind: str, cfg, tmp_path) -> tuple[str, Action]:
+    opts = ["--output=/dev/null", f"--chdir={tmp_path}", "-J", f"crash-{kind}"]
+    if kind == "defer":
+        job_id = actions.submit([*opts, "--gres=gpu:1", "--begin=now+3600"], SLEEP, cfg)
+        return job_id, Action("defer", job_id, "crash-test", begin_s=time.time() + 7200)
+    gres = "--gres=shard:2" if kind == "move_exclusive" else "--gres=gpu:1"
+    job_id = actions.submit([*opts, gres], SLEEP, cfg)
+    wait_job(cfg, job_id, lambda j: j.running)
+    gpus = 2 if kind == "resize" else (1 if kind == "move_exclusive" else None)
+    return job_id, Action(kind, job_id, "crash-test", gpus=gpus, why="crash matrix")
+
+
+def test_matrix_covers_every_command_and_journal_line():
+    assert len(CASES) == 2 * sum(COMMANDS.values()) + sum(LINES.values()) == 38
+
+
+def _wait_state_saved(localcluster, job_id: str, timeout_s: float = 30.0) -> None:
+    """Until slurmctld has saved the job to its state file: a SIGKILLed slurmctld forgets what
+    it had not saved yet (even the job itself), which no reconciler can undo. A fresh comment
+    on the job is looked for in the (packed, uncompressed) state file."""
+    mark = f"saved-{uuid.uuid4().hex[:8]}"
+    run(["scontrol", "update", f"jobid={job_id}", f"Comment={mark}"], env=localcluster.env)
+    saved = localcluster.state_dir / "slurmctld" / "job_state"
+    deadline = time.monotonic() + timeout_s
+    while not (saved.exists() and mark.encode() in saved.read_bytes()):
+        assert time.monotonic() < deadline, f"slurmctld did not save job {job_id} in {saved}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind, fault, n", CASES)
+def test_no_job_lost_or_left_held(localcluster, tmp_path, kind, fault, n):
+    cfg = localcluster.config()
+    job_id, action = _job_and_action(kind, cfg, tmp_path)
+    if fault.startswith("ctld"):
+        _wait_state_saved(localcluster, job_id)
+    state = tmp_path / "state"
+    env = {**localcluster.env, "WATTBATCH_SLURM_TIMEOUT_S": "3"}
+    done = run([sys.executable, str(DRIVER), str(state), json.dumps(action_to_dict(action)),
+                fault, str(n), str(localcluster.spec.pid_file("slurmctld"))],
+               env=env, timeout_s=DRIVER_TIMEOUT_S, check=False)
+    if fault.startswith("kill"):
+        assert done.returncode == -9, done.stderr       # the fault did strike
+    else:
+        assert done.returncode == 0, done.stderr
+        pid_file = localcluster.spec.pid_file("slurmctld")
+        deadline = time.monotonic() + 10          # SIGKILL is delivered; exiting takes a while
+        while procs.running_pid(pid_file, "slurmctld"):
+            assert time.monotonic() < deadline, "slurmctld outlived its SIGKILL"
+            time.sleep(0.1)
+        assert "slurmctld" in up(localcluster.spec, install=False).started
+
+    passes = []
+    for _ in range(2):
+        now = actions.job_now(job_id, cfg)
+        if not Journal(state / "journal.jsonl").unfinished() and not (now and now[1]):
+            break
+        passes.append(reconcile_pass(policy=SlurmDefault(), snapshot=lambda: live.snapshot(cfg),
+                                     readings=Readings, actuator=live.SlurmActuator(cfg),
+                                     state_dir=state))
+    now = actions.job_now(job_id, cfg)
+    assert Journal(state / "journal.jsonl").unfinished() == [], [p.as_dict() for p in passes]
+    assert not (now and now[1]), f"job {job_id} left held: {now}"
+    if kind != "cancel":
+        assert now is not None, f"job {job_id} lost"
