@@ -3,6 +3,8 @@ split of a shared GPU against the emulated GPUs' truth, the AdminComment summary
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from slurm_plugin.localcluster.energy_check import (admin_comment, compare, submit_group, truth,
@@ -27,7 +29,10 @@ def test_three_jobs_on_one_gpu_and_one_alone_are_charged_their_share(localcluste
     assert solo["energy_j"] == pytest.approx(true_j[alone[0]], rel=0.1)
     assert all(records[j]["shared_gpu_s"] > 0 for j in shared)
     assert all(records[j]["app"] for j in shared + alone)
-    comment = admin_comment(cfg, shared[0])
+    deadline = time.monotonic() + 30           # the epilog writes it after the point
+    while "wb-energy:" not in (comment := admin_comment(cfg, shared[0])):
+        assert time.monotonic() < deadline, comment
+        time.sleep(0.5)
     parts = comment.split(" ")        # job_submit.lua's facts kept beside the summary
     assert any(p.startswith("wb:uid=") for p in parts), comment
     assert any(p.startswith("wb-energy:energy_j=") and "split=util-class" in p for p in parts)

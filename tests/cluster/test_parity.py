@@ -6,6 +6,7 @@ working directory through Slurm's own sbatch and through wattbatch installed as 
 
 Documented differences, and only these, are allowed (each counted in the summary):
 * Comment: wattbatch's ``wb:`` tag (after the user's comment); also in ``sbatch -v`` output;
+* AdminComment: ``tagged=1`` where job_submit.lua (the local cluster runs it) saw that tag;
 * ``--help``: wattbatch's options after sbatch's help; without a usable Slurm configuration,
   wattbatch's own help with exit 0 and a note on stderr;
 * ``--version``: ``wattbatch VERSION`` after sbatch's line.
@@ -32,7 +33,7 @@ from wrapper.wb_options import help_text
 pytestmark = pytest.mark.cluster
 VOLATILE = {"SubmitTime", "EligibleTime", "AccrueTime", "StartTime", "EndTime", "RunTime",
             "LastSchedEval", "SuspendTime", "SecsPreSuspend", "PreemptEligibleTime",
-            "PreemptTime", "ResizeTime"}
+            "PreemptTime", "ResizeTime", "AllocNode:Sid"}
 # a job that runs: its state, and what the scheduler that started it (main or backfill) shows
 # (a backfilled job without a limit shows TimeLimit=365-00:00:00); the held cases compare these
 VOLATILE_RUNNING = VOLATILE | {"JobState", "Reason", "NodeList", "BatchHost", "Priority",
@@ -41,6 +42,13 @@ VOLATILE_RUNNING = VOLATILE | {"JobState", "Reason", "NodeList", "BatchHost", "P
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_:/]*)=")      # Slurm's keys are capitalised
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 _TAG = re.compile(r"(^|\s)wb:policy=\S+$")
+_DECLARED = re.compile(r";declared_app=[^;]*")
+
+
+def plain_fields(plain, side, job: str) -> dict:
+    """The fields of the job in the same place of sbatch's side as ``job`` in ``side``."""
+    k = side.ids.index(job)
+    return plain.fields.get(plain.ids[k], {}) if k < len(plain.ids) else {}
 
 
 @dataclass
@@ -73,7 +81,7 @@ def job_ids(out: str) -> list[str]:
 
 def norm(text: str, ids: list[str]) -> str:
     for k, job in enumerate(sorted(ids, key=len, reverse=True)):
-        text = re.sub(rf"(?<!\d){job}(?!\d)", f"JOB{k}", text)
+        text = re.sub(rf"(?<!\d)(?<!pytest-){job}(?!\d)", f"JOB{k}", text)
     text = re.sub(r"\bJob \d+ to start", "Job N to start", text)
     return _TIME.sub("TIME", text)
 
@@ -123,6 +131,14 @@ def comparable(side: Side, case: Case, plain: Side | None, kinds: set[str]) -> d
     for job in side.ids:
         row = {k: norm(v, side.ids) for k, v in side.fields.get(job, {}).items()
                if k not in volatile}
+        if plain is not None and "AdminComment" in row:     # what job_submit.lua saw of it
+            theirs = plain_fields(plain, side, job).get("AdminComment", "")
+            ours = re.sub(r";declared_app=[^;]*", _DECLARED.search(theirs).group(0)
+                          if _DECLARED.search(theirs) else "", row["AdminComment"])
+            ours = ours.replace(";tagged=1", ";tagged=0")
+            if ours != row["AdminComment"]:
+                kinds.add("submit tag")
+                row["AdminComment"] = ours
         if plain is not None and "Comment" in row and _TAG.search(row["Comment"]):
             kinds.add("wb tag")
             row["Comment"] = _TAG.sub("", row["Comment"])
