@@ -109,6 +109,7 @@ class Simulator:
         self.bf_resume: tuple | None = None
         self.t0 = self.now
         self.changed_nodes: set[int] = set(range(len(self.nodes)))
+        self.order: list[NodeState] | None = None
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
         self._forecast_cache: tuple[int, tuple] = (-1, ())
@@ -248,9 +249,14 @@ class Simulator:
 
     # ---------------------------------------------------------------- fitting
     def _node_order(self) -> list[NodeState]:
+        """Nodes in Slurm's order for a new job: powered ones first (cached until a node's
+        power changes)."""
         if self.nodes_on == self.spec.nodes:
             return self.nodes
-        return [n for n in self.nodes if n.power != OFF] + [n for n in self.nodes if n.power == OFF]
+        if self.order is None:
+            self.order = [n for n in self.nodes if n.power != OFF] + \
+                [n for n in self.nodes if n.power == OFF]
+        return self.order
 
     def _gpu_fits(self, g: GpuState, j: SimJob) -> bool:
         if j.share:
@@ -565,6 +571,7 @@ class Simulator:
         base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
         was_on, is_on = n.power != OFF, state != OFF
         n.power = state
+        self.order = None
         if was_on != is_on:
             self.node_power_total += (base - susp) if is_on else (susp - base)
             self.nodes_on += 1 if is_on else -1
