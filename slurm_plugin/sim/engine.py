@@ -316,19 +316,34 @@ class Simulator:
         pinned = set(head.pin_nodes)
         now = self.now
         cands: list[tuple[float, int, NodeState]] = []
+        best: tuple[float, int, NodeState] | None = None     # one-node heads: the earliest
+        one = head.num_nodes == 1
         for n in self.nodes:
             if pinned and n.name not in pinned:
                 continue
-            av = self._avail(n)
+            av = n.avail if n.avail is not None else self._avail(n)
             if len(av) < g_need:
                 continue
-            base = now if n.power == ON else (max(now, n.ready_s) if n.power == BOOT
-                                              else now + self.spec.resume_delay_s)
             t = av[g_need - 1]
-            cands.append((base if t < base else t, n.pos, n))   # pos is unique: n never compared
-        if len(cands) < head.num_nodes:
+            if n.power == ON:
+                base = now
+            else:
+                base = max(now, n.ready_s) if n.power == BOOT else now + self.spec.resume_delay_s
+            if t < base:
+                t = base
+            if one:
+                if best is None or t < best[0]:     # nodes in order: ties keep the first
+                    best = (t, n.pos, n)
+            else:
+                cands.append((t, n.pos, n))          # pos is unique: n never compared
+        if one:
+            if best is None:
+                return (float("inf"), {})
+            chosen = [best]
+        elif len(cands) < head.num_nodes:
             return (float("inf"), {})
-        chosen = [min(cands)] if head.num_nodes == 1 else sorted(cands)[:head.num_nodes]
+        else:
+            chosen = sorted(cands)[:head.num_nodes]
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
