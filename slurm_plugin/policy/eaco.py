@@ -250,6 +250,7 @@ class Eaco:
         self._memo = ObserveMemo()
         self._nodes: dict[str, _NodeMemo] = {}
         self._weights: dict = {}        # share weight tables of one history version
+        self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
@@ -309,6 +310,10 @@ class Eaco:
         run_s = request.time_limit_s
         out: list[_Candidate] = []
         memo = self._nodes
+        # what the candidate parts depend on besides the node and the weight, as a small number
+        # (the settings are a new object on every call: hashed once here, not once per node)
+        kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
+                                      len(self._kinds))
         for pos, node in enumerate(ctx.cluster.nodes):
             if not node.available or len(node.gpus) < k:
                 continue
@@ -317,8 +322,7 @@ class Eaco:
                 m = memo[node.name] = _NodeMemo(node)
             key = None
             if m.same_kind:
-                key = (request.app, k, want_model, shares.need_mib, own_util, s,
-                       shares.weight(node.gpus[0], len(node.gpus)))
+                key = (kind, shares.weight(node.gpus[0], len(node.gpus)))
                 part = m.parts.get(key, False)
             else:
                 part = False

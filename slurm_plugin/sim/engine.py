@@ -109,6 +109,7 @@ class Simulator:
         self.bf_resume: tuple | None = None
         self.t0 = self.now
         self.changed_nodes: set[int] = set(range(len(self.nodes)))
+        self.order: list[NodeState] | None = None
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
         self._forecast_cache: tuple[int, tuple] = (-1, ())
@@ -248,9 +249,14 @@ class Simulator:
 
     # ---------------------------------------------------------------- fitting
     def _node_order(self) -> list[NodeState]:
+        """Nodes in Slurm's order for a new job: powered ones first (cached until a node's
+        power changes)."""
         if self.nodes_on == self.spec.nodes:
             return self.nodes
-        return [n for n in self.nodes if n.power != OFF] + [n for n in self.nodes if n.power == OFF]
+        if self.order is None:
+            self.order = [n for n in self.nodes if n.power != OFF] + \
+                [n for n in self.nodes if n.power == OFF]
+        return self.order
 
     def _gpu_fits(self, g: GpuState, j: SimJob) -> bool:
         if j.share:
@@ -310,19 +316,34 @@ class Simulator:
         pinned = set(head.pin_nodes)
         now = self.now
         cands: list[tuple[float, int, NodeState]] = []
+        best: tuple[float, int, NodeState] | None = None     # one-node heads: the earliest
+        one = head.num_nodes == 1
         for n in self.nodes:
             if pinned and n.name not in pinned:
                 continue
-            av = self._avail(n)
+            av = n.avail if n.avail is not None else self._avail(n)
             if len(av) < g_need:
                 continue
-            base = now if n.power == ON else (max(now, n.ready_s) if n.power == BOOT
-                                              else now + self.spec.resume_delay_s)
             t = av[g_need - 1]
-            cands.append((base if t < base else t, n.pos, n))   # pos is unique: n never compared
-        if len(cands) < head.num_nodes:
+            if n.power == ON:
+                base = now
+            else:
+                base = max(now, n.ready_s) if n.power == BOOT else now + self.spec.resume_delay_s
+            if t < base:
+                t = base
+            if one:
+                if best is None or t < best[0]:     # nodes in order: ties keep the first
+                    best = (t, n.pos, n)
+            else:
+                cands.append((t, n.pos, n))          # pos is unique: n never compared
+        if one:
+            if best is None:
+                return (float("inf"), {})
+            chosen = [best]
+        elif len(cands) < head.num_nodes:
             return (float("inf"), {})
-        chosen = [min(cands)] if head.num_nodes == 1 else sorted(cands)[:head.num_nodes]
+        else:
+            chosen = sorted(cands)[:head.num_nodes]
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
@@ -565,6 +586,7 @@ class Simulator:
         base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
         was_on, is_on = n.power != OFF, state != OFF
         n.power = state
+        self.order = None
         if was_on != is_on:
             self.node_power_total += (base - susp) if is_on else (susp - base)
             self.nodes_on += 1 if is_on else -1
