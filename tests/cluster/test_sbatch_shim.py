@@ -186,3 +186,16 @@ def test_cluster_reachable_by_clients_that_remove_slurm_conf(localcluster, shim,
                       tmp_path)
     assert rc == 0, err
     assert out.read_text() == f"{localcluster.spec.partition}\n"
+
+
+def test_installed_as_a_link_named_sbatch(localcluster, job_sh, tmp_path):
+    """The site-wide form: /usr/local/bin/sbatch -> wattbatch's launcher (here in a PATH dir)."""
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "sbatch").symlink_to(WATTBATCH)
+    env = env_with_shim(links)
+    rc, out, err = call(["sbatch", "--hold", "--parsable", str(job_sh)], env, tmp_path)
+    tags = subprocess.run(["squeue", "-h", "-o", "%k"], capture_output=True, text=True).stdout
+    assert (rc, out, err, tags) == (0, "N\n", "", "wb:policy=slurm-default\n")
+    assert call(["sbatch", "--nosuchopt", str(job_sh)], env, tmp_path) == real_sbatch(
+        ["--nosuchopt", str(job_sh)], tmp_path)
