@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 EXIT_WB_USAGE = 255                # a bad --wb-* option: sbatch's code for a bad option
 EXIT_NO_SBATCH = 127               # no sbatch but wattbatch's own
 SBATCH_TIMEOUT_S = 20 * 86400.0    # --wait may block for the job's whole run
+INFO_TIMEOUT_S = 10.0              # --help, --version: Slurm retries a missing slurm.conf 60 s
 
 
 @record
@@ -279,8 +280,8 @@ def _sbatch_quiet(args: list[str], io: Io) -> Any:
         from slurm_plugin.errors import CommandError
         try:
             path, env = _sbatch_command(None, io)
-            return proc.run(["sbatch", *args], timeout_s=30, check=False, env=env or None,
-                            executable=path)
+            return proc.run(["sbatch", *args], timeout_s=INFO_TIMEOUT_S, check=False,
+                            env=env or None, executable=path)
         except (real_sbatch.SbatchNotFound, CommandError) as exc:
             return exc
     return call

@@ -31,14 +31,14 @@ def through_shim(tmp_path, monkeypatch):
 
 
 def comments(job_ids: list[str], timeout_s: float = 30) -> dict[str, str]:
-    """Job id -> Comment as accounting recorded it (sacct; the jobs may be gone already)."""
+    """Job id -> Comment as accounting recorded it once the jobs ended (sacct)."""
     deadline = time.monotonic() + timeout_s
     while True:
         out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Comment", "-j",
                               ",".join(job_ids)], capture_output=True, text=True).stdout
         found = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
         base = {j.split("_")[0]: c for j, c in found.items()}
-        if all(j in base for j in job_ids) or time.monotonic() > deadline:
+        if all(base.get(j) for j in job_ids) or time.monotonic() > deadline:
             return base
         time.sleep(0.5)
 
@@ -112,8 +112,8 @@ def test_maestro_workflow_through_the_shim(localcluster, through_shim, tmp_path)
                           env=os.environ.copy(), cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (out / "second" / "second.txt").read_text() == "from first\n"
-    submitted = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobName,Comment", "-S",
-                                "now-10minutes"], capture_output=True, text=True).stdout
-    steps = dict(line.split("|", 1) for line in submitted.splitlines() if "|" in line)
-    assert steps["first"] == "writes a file wb:policy=slurm-default", steps
-    assert steps["second"] == "reads it after first ended wb:policy=slurm-default", steps
+    rows = [line.split(",") for line in (out / "status.csv").read_text().splitlines()[1:]]
+    ids = {row[0]: row[1] for row in rows}                      # step name -> job id
+    tags = comments(list(ids.values()))
+    assert tags[ids["first"]] == "writes a file wb:policy=slurm-default", tags
+    assert tags[ids["second"]] == "reads it after first ended wb:policy=slurm-default", tags
