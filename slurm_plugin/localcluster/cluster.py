@@ -85,7 +85,7 @@ def _prepare(spec: Spec) -> None:
         dev = spec.dev_dir / f"nvidia{i}"
         if not dev.exists():
             os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # S_IFCHR, like /dev/null
-    for secret in ("db_password", "influx_password"):
+    for secret in ("db_password", "influx_password", "progress.key"):
         pw_file = spec.path("etc", secret)
         if not pw_file.exists():
             pw_file.write_text(secrets.token_hex(12))
@@ -98,7 +98,8 @@ def _prepare(spec: Spec) -> None:
         target = spec.etc / name
         if not target.exists() or target.read_text() != text:
             target.write_text(text)
-        target.chmod(0o600 if name == "slurmdbd.conf" else 0o644)
+        target.chmod(0o600 if name == "slurmdbd.conf" else 0o755 if name.endswith(".sh")
+                     else 0o644)
     spec.save()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import sys
 from pathlib import Path
 
 import jinja2
@@ -20,6 +21,8 @@ TEMPLATES = {
 # Slurm 24.11 and 26.05 read cgroup.conf even with proctrack/linuxproc and task/none, and
 # slurmd stops when it finds no cgroup filesystem it can use; 22.05 needs no cgroup.conf.
 CGROUP_CONF_FROM = (24, 11)
+# etc/prolog.sh, etc/epilog.sh: the node hooks (job energy, the job's progress key)
+HOOKS = ("prolog", "epilog")
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -49,6 +52,9 @@ def render_all(spec: Spec, db_password: str,
     """Every file of ``<state>/etc`` by name, for the installed Slurm's (major, minor)."""
     files = {name: render(t, spec, db_password=db_password) for name, t in TEMPLATES.items()}
     files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
+    for hook in HOOKS:
+        files[f"{hook}.sh"] = render("node_hook.sh.j2", spec, hook=hook,
+                                     python=shlex.quote(sys.executable))
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files
