@@ -87,7 +87,7 @@ def _prepare(spec: Spec) -> None:
         dev = spec.dev_dir / f"nvidia{i}"
         if not dev.exists():
             os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # S_IFCHR, like /dev/null
-    for secret in ("db_password", "influx_password"):
+    for secret in ("db_password", "influx_password", "progress.key"):
         pw_file = spec.path("etc", secret)
         if not pw_file.exists():
             pw_file.write_text(secrets.token_hex(12))

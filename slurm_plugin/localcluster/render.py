@@ -21,6 +21,8 @@ TEMPLATES = {
 # Slurm 24.11 and 26.05 read cgroup.conf even with proctrack/linuxproc and task/none, and
 # slurmd stops when it finds no cgroup filesystem it can use; 22.05 needs no cgroup.conf.
 CGROUP_CONF_FROM = (24, 11)
+# etc/prolog.sh, etc/epilog.sh: the node hooks (job energy, the job's progress key)
+HOOKS = ("prolog", "epilog")
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -56,6 +58,9 @@ def render_all(spec: Spec, db_password: str,
         files[f"{hook}.sh"] = render("hook.sh.j2", spec, hook=hook, python=sys.executable,
                                      pythonpath=str(Path(__file__).resolve().parents[2]))
     files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
+    for hook in HOOKS:
+        files[f"{hook}.sh"] = render("node_hook.sh.j2", spec, hook=hook,
+                                     python=shlex.quote(sys.executable))
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files

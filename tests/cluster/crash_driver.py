@@ -4,7 +4,9 @@
 FAULT ``kill-after-command``: SIGKILL this process right after the Nth mutating Slurm command
 (scontrol requeuehold/update/release, scancel) returned; ``kill-after-line``: right after the
 Nth journal line; ``ctld-after-command``: SIGKILL slurmctld after the Nth mutating command and
-let the pass go on. Exit 0 when the pass ended (no fault hit)."""
+let the pass go on. Exit 0 when the pass ended, printing it with how many mutating commands
+and journal lines it had: fewer than N when Slurm's state made a step unnecessary (a released
+job that Slurm started at once needs no ``StartTime=now``)."""
 
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ def main(state_dir: str, action_json: str, fault: str, n: str, ctld_pid_file: st
     result = reconcile_pass(policy=Fixed(Action(**json.loads(action_json))),
                             snapshot=lambda: live.snapshot(cfg), readings=Readings,
                             actuator=live.SlurmActuator(cfg), state_dir=Path(state_dir))
-    print(json.dumps(result.as_dict()))
+    print(json.dumps({**result.as_dict(), "mutating_commands": count["cmd"],
+                      "journal_lines": count["line"]}))
     return 0
 
 
