@@ -47,9 +47,6 @@ def render(template: str, spec: Spec, **extra: object) -> str:
                                               node_gres=node_gres(spec), **extra)
 
 
-HOOKS = ("prolog", "epilog")     # wattbatch's node hooks: etc/prolog.sh, etc/epilog.sh
-
-
 def render_all(spec: Spec, db_password: str,
                slurm_version: tuple[int, int] = (22, 5)) -> dict[str, str]:
     """Every file of ``<state>/etc`` by name, for the installed Slurm's (major, minor)."""
@@ -58,9 +55,6 @@ def render_all(spec: Spec, db_password: str,
         files[f"{hook}.sh"] = render("hook.sh.j2", spec, hook=hook, python=sys.executable,
                                      pythonpath=str(Path(__file__).resolve().parents[2]))
     files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
-    for hook in HOOKS:
-        files[f"{hook}.sh"] = render("node_hook.sh.j2", spec, hook=hook,
-                                     python=shlex.quote(sys.executable))
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)
     return files
