@@ -45,6 +45,15 @@ class LocalCluster:
         """The wattbatch site config of the local cluster."""
         return config.load(self.site_toml)
 
+    def influx(self, database: str, timeout_s: float = 10.0):
+        """An InfluxDB client of this cluster's server (with its credentials) on ``database``."""
+        from slurm_plugin.telemetry.influx import InfluxClient
+
+        cfg = self.config()
+        return InfluxClient(cfg["influx.url"], database, username=cfg["influx.username"],
+                            password=cfg["influx.password"], token=cfg["influx.token"],
+                            timeout_s=timeout_s)
+
     def cancel_all_jobs(self) -> int:
         return cancel_all_jobs(self.spec)
 

@@ -17,15 +17,14 @@ from pathlib import Path
 import pytest
 
 from energy_data import ACCOUNTS, NODES, ZONE, build
-from slurm_plugin.telemetry.influx import InfluxClient, Series
+from slurm_plugin.telemetry.influx import Series
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "wattbatch.json"
 
 
 @pytest.fixture(scope="module")
 def influx(localcluster):
-    client = InfluxClient(localcluster.influx_url, f"wb_test_dash_{uuid.uuid4().hex[:8]}",
-                          timeout_s=10)
+    client = localcluster.influx(f"wb_test_dash_{uuid.uuid4().hex[:8]}")
     client.create_database()
     data = build(time.time())
     client.write(data.points)

@@ -14,7 +14,6 @@ import pytest
 
 from energy_data import build
 from slurm_plugin import proc
-from slurm_plugin.telemetry.influx import InfluxClient
 
 pytestmark = pytest.mark.cluster
 
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture(scope="module")
 def stored(localcluster):
     db = f"wb_test_report_{uuid.uuid4().hex[:8]}"
-    client = InfluxClient(localcluster.influx_url, db, timeout_s=10)
+    client = localcluster.influx(db)
     client.create_database()
     data = build(time.time())
     client.write(data.points)

@@ -87,6 +87,7 @@ def test_prolog_rejects_gpu_the_source_lacks(tmp_path):
 
 def test_prolog_and_epilog_never_fail_the_job(monkeypatch, capsys):
     from slurm_plugin.node import epilog, prolog
+    monkeypatch.delenv("WATTBATCH_SITE_CONFIG", raising=False)   # the packaged defaults only
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("SLURM_JOB_GPUS", "zero")         # unparseable: an InputError inside
     assert prolog.main() == 0
