@@ -99,6 +99,9 @@ study:
 """
 
 
+@pytest.mark.xfail(sys.version_info >= (3, 14), strict=True,
+                   reason="maestrowf calls pkgutil.get_loader, which Python 3.14 removed: "
+                          "Maestro itself does not start there (Debian sid's Python)")
 def test_maestro_workflow_through_the_shim(localcluster, through_shim, tmp_path):
     """A workflow manager that submits every step with ``sbatch`` (then polls squeue/sacct)."""
     maestro = Path(sys.executable).parent / "maestro"
