@@ -5,7 +5,8 @@ working directory through Slurm's own sbatch and through wattbatch installed as 
 (``scontrol write batch_script``) and, for jobs that run, their output.
 
 Documented differences, and only these, are allowed (each counted in the summary):
-* Comment: wattbatch's ``wb:`` tag (after the user's comment); also in ``sbatch -v`` output;
+* Comment: wattbatch's ``wb:`` tag (after the user's comment); also in ``sbatch -v`` output
+  and in 26.05's ``SubmitLine`` (the command line as sbatch was given it);
 * AdminComment: ``tagged=1`` where job_submit.lua (the local cluster runs it) saw that tag;
 * ``--help``: wattbatch's options after sbatch's help; without a usable Slurm configuration,
   wattbatch's own help with exit 0 and a note on stderr;
@@ -139,6 +140,15 @@ def comparable(side: Side, case: Case, plain: Side | None, kinds: set[str]) -> d
             if ours != row["AdminComment"]:
                 kinds.add("submit tag")
                 row["AdminComment"] = ours
+        if plain is not None and "wb:policy=" in row.get("SubmitLine", ""):   # 26.05+
+            kinds.add("wb tag")
+            line = re.sub(r" --comment=wb:policy=\S+", "", row["SubmitLine"])
+            line = re.sub(r" wb:policy=\S+", "", line)
+            theirs = plain_fields(plain, side, job).get("SubmitLine", "")
+            if line.count(" --comment=") > theirs.count(" --comment="):   # the one it added
+                i, j = line.rfind(" --comment="), line.rfind(" ")
+                line = line[:i] + line[j:] if j > i else line[:i]
+            row["SubmitLine"] = line
         if plain is not None and "Comment" in row and _TAG.search(row["Comment"]):
             kinds.add("wb tag")
             row["Comment"] = _TAG.sub("", row["Comment"])
