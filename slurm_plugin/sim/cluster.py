@@ -92,18 +92,24 @@ _MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w"
         "resume_delay_s": 0, "suspended_power_w": 0}
 
 
-def load_cluster(path: str | Path) -> ClusterSpec:
-    """Read ``[cluster]`` from a TOML file; errors name the file, key and value."""
-    p = Path(path)
+def read_table(p: Path, name: str) -> dict:
+    """The ``[name]`` table of a TOML file; errors name the file, the table and the fix."""
     try:
         table = tomllib.loads(p.read_text())
     except OSError as exc:
         raise ConfigError(str(p), "(file)", str(p), f"cannot read ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), "(file)", str(exc), "fix the TOML syntax") from None
-    body = table.get("cluster")
+    body = table.get(name)
     if not isinstance(body, dict):
-        raise ConfigError(str(p), "cluster", None, "add a [cluster] table")
+        raise ConfigError(str(p), name, None, f"add a [{name}] table")
+    return body
+
+
+def load_cluster(path: str | Path) -> ClusterSpec:
+    """Read ``[cluster]`` from a TOML file; errors name the file, key and value."""
+    p = Path(path)
+    body = read_table(p, "cluster")
     known = {f.name: f for f in fields(ClusterSpec)}
     values: dict[str, Any] = {}
     for key, raw in body.items():

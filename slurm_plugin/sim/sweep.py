@@ -35,13 +35,12 @@ import hashlib
 import itertools
 import json
 import math
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .cluster import ClusterSpec
+from .cluster import ClusterSpec, read_table
 
 BACKENDS = ("local", "slurm")
 SUMMARY_FIELDS = ("energy_kwh", "avg_jct_s", "avg_queue_s", "gpu_alloc_of_powered",
@@ -95,15 +94,7 @@ def _fail(path: Path, key: str, value: Any, fix: str) -> ConfigError:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep file; errors name the file, key and value."""
     p = Path(path).resolve()
-    try:
-        table = tomllib.loads(p.read_text())
-    except OSError as exc:
-        raise ConfigError(str(p), "(file)", str(p), f"cannot read ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(p), "(file)", str(exc), "fix the TOML syntax") from None
-    body = table.get("sweep")
-    if not isinstance(body, dict):
-        raise ConfigError(str(p), "sweep", None, "add a [sweep] table")
+    body = read_table(p, "sweep")
     known = set(_LISTS) | {"output", "trace_format", "limit_jobs", "backend", "workers",
                            "clusters", "slurm"}
     for key in body:
