@@ -4,10 +4,12 @@ PATH, the client runs ``sbatch ...``; wattbatch then skips the shim and runs Slu
 
 Submits the same small held job N times each way (interleaved, so all see the same load),
 cancels every job, and prints the medians and the median added latency of each path
-(goal: <= 50 ms on both).
+(goal: <= 50 ms on both). ``--share``: the co-location path (policy eaco, ``--wb-share
+--wb-app resnet18``, with two shared jobs running first, so the policy reads the snapshot and
+the GPU readings and renders the shared-GPU template).
 
     eval "$(.venv/bin/wattctl localcluster env)"
-    python benchmarks/bench_wattbatch.py [-n 30] [--policy NAME] [--wattbatch CMD]
+    python benchmarks/bench_wattbatch.py [-n 30] [--policy NAME] [--share] [--wattbatch CMD]
 
 ``--wattbatch`` defaults to the installed ``wattbatch`` command, else ``python -m wrapper.cli``.
 """
@@ -57,11 +59,15 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=30, help="submissions each way (default 30)")
     ap.add_argument("--policy", default="", help="wattbatch --wb-policy NAME (default: site's)")
     ap.add_argument("--wattbatch", default="", help="command that runs wattbatch")
+    ap.add_argument("--share", action="store_true", help="the co-location path (eaco)")
     args = ap.parse_args()
+    if args.share:
+        args.policy = "eaco"
     wb = shlex.split(args.wattbatch) if args.wattbatch else (
         [shutil.which("wattbatch")] if shutil.which("wattbatch") else
         [sys.executable, "-m", "wrapper.cli"])
-    direct = wb + (["--wb-policy", args.policy] if args.policy else [])
+    share = ["--wb-share", "--wb-app", "resnet18"] if args.share else []
+    direct = wb + (["--wb-policy", args.policy] if args.policy else []) + share
     sbatch = [shutil.which("sbatch") or "sbatch"]
     times: dict[str, list[float]] = {"sbatch": [], "direct": [], "shim": []}
     ids: list[str] = []
@@ -70,8 +76,15 @@ def main() -> None:
         Path(script).write_text(SCRIPT)
         os.makedirs(os.path.join(tmp, "shim"), exist_ok=True)
         shimmed = shim_env(wb, args.policy, os.path.join(tmp, "shim"))
-        ways = {"sbatch": (sbatch, None), "direct": (direct, None), "shim": (["sbatch"], shimmed)}
+        ways = {"sbatch": (sbatch, None), "direct": (direct, None),
+                "shim": (["sbatch", *share], shimmed)}
         try:
+            if args.share:                                          # jobs to share with
+                for _ in range(2):
+                    done = subprocess.run([*direct, "--parsable", "--job-name=bench",
+                                           "--wrap=sleep 900"], capture_output=True, text=True)
+                    ids.append(done.stdout.strip().split(";")[0])
+                time.sleep(3)
             for cmd, env in ways.values():                          # warm caches, not counted
                 ids.append(submit(cmd, script, env)[1])
             for _ in range(args.n):
@@ -82,7 +95,8 @@ def main() -> None:
         finally:
             subprocess.run(["scancel", *ids, "--name=bench"], capture_output=True)
     plain = statistics.median(times["sbatch"])
-    print(f"submissions each way: {args.n}   wattbatch: {' '.join(direct)}")
+    print(f"submissions each way: {args.n}   wattbatch: {' '.join(direct)}"
+          + ("   (co-location path: 2 shared jobs running)" if args.share else ""))
     print(f"sbatch               median {plain * 1e3:7.1f} ms")
     for name, label in (("direct", "wattbatch"), ("shim", "sbatch -> shim -> wattbatch")):
         ours = statistics.median(times[name])

@@ -30,7 +30,7 @@ PACKAGED = "site/defaults.toml (packaged)"
 _CODE_STAMP = os.stat(__file__).st_mtime_ns
 
 
-def _cache_dir() -> str:
+def cache_dir() -> str:
     return os.environ.get("WATTBATCH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "wattbatch")
 
@@ -46,7 +46,7 @@ def _file_keys(path: str, label: str) -> dict[str, Any]:
         raise ConfigError(label, "(file)", path, f"cannot read site config ({exc.strerror}); "
                           "fix the path in WATTBATCH_SITE_CONFIG") from None
     stamp = [st.st_mtime_ns, st.st_size, _CODE_STAMP, label]
-    cache = os.path.join(_cache_dir(), "config-" + os.path.abspath(path).replace(os.sep, "%")
+    cache = os.path.join(cache_dir(), "config-" + os.path.abspath(path).replace(os.sep, "%")
                          + ".json")
     try:
         with open(cache, encoding="utf-8") as fh:
@@ -126,6 +126,7 @@ SCHEMA: dict[str, Key] = {
     "reconcile.state_dir": Key(str),
     "reconcile.max_actions": _int(0, 10000),
     "template.name": Key(str),
+    "wrapper.server_idle_s": _num(0, 86400),
     "eaco.alpha": _num(0, 1),
     "eaco.util_threshold_pct": _num(1, 400),
     "eaco.mem_threshold_pct": _num(1, 100),

@@ -3,8 +3,9 @@
 ``wattbatch`` runs once per submission, so its start-up is its latency. Making a class with
 ``@dataclass(frozen=True, slots=True)`` compiles six methods and imports ``inspect``; over the
 ~30 classes a submission loads that was a third of its added latency. ``@record`` compiles
-only ``__init__`` (the simulator builds many model objects, so it stays a real function) and
-shares one ``__eq__``, ``__hash__``, ``__repr__`` and frozen ``__setattr__`` between all
+only ``__init__`` (the simulator builds many model objects, so it stays a real function), and
+only when the first record of the class is made (a submission makes few of the classes it
+loads); it shares one ``__eq__``, ``__hash__``, ``__repr__`` and frozen ``__setattr__`` between all
 records. Semantics follow frozen, slotted dataclasses: fields are the class's annotations in
 order, defaults and ``field(default_factory=...)`` as there, equality and hashing by value
 within one class. ``replace``, ``fields`` and ``asdict`` stand in for the ``dataclasses``
@@ -87,6 +88,49 @@ def record(cls: Any = None, *, frozen: bool = True) -> Any:
 
 def _make(cls: Any, frozen: bool) -> Any:
     names = tuple(cls.__dict__.get("__annotations__", {}))
+    _init_source(cls, names)             # checks the field order now, compiles on first use
+    ns = {k: v for k, v in cls.__dict__.items()
+          if k not in names and k not in ("__dict__", "__weakref__")}
+    made_cls: Any = None
+
+    def compile_now() -> Callable[..., None]:
+        if made_cls.__dict__["__init__"] is not __init__:
+            return made_cls.__dict__["__init__"]           # compiled already
+        real = _compile_init(cls, names)
+        made_cls.__init__ = real
+        return real
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        compile_now()(self, *args, **kwargs)
+    ns["__init__"] = __init__
+    _PENDING.append(compile_now)
+    for k, v in _SHARED.items():
+        ns.setdefault(k, v)
+    if not frozen:
+        for k in ("__setattr__", "__delattr__"):
+            if ns[k] is _SHARED[k]:
+                del ns[k]
+        if ns["__hash__"] is _hash:
+            ns["__hash__"] = None
+    ns["__slots__"] = names
+    ns["__record_fields__"] = names
+    ns["__match_args__"] = names
+    ns["_values"] = staticmethod(_values_getter(names))
+    made_cls = type(cls)(cls.__name__, cls.__bases__, ns)
+    return made_cls
+
+
+_PENDING: list[Callable[[], Any]] = []
+
+
+def compile_all() -> None:
+    """Compile every record's ``__init__`` now (a process that forks a child per task does
+    it once, before forking)."""
+    while _PENDING:
+        _PENDING.pop()()
+
+
+def _init_source(cls: Any, names: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
     env: dict[str, Any] = {"_set": object.__setattr__, "_M": _MISSING}
     params, body, seen_default = [], [], False
     for n in names:
@@ -108,26 +152,16 @@ def _make(cls: Any, frozen: bool) -> Any:
             params.append(f"{n}=_d_{n}")
             body.append(f" _set(self, {n!r}, {n})")
     src = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or " pass") + "\n"
+    return src, env
+
+
+def _compile_init(cls: Any, names: tuple[str, ...]) -> Callable[..., None]:
+    src, env = _init_source(cls, names)
     made: dict[str, Any] = {}
     exec(compile(src, f"<record {cls.__qualname__}>", "exec"), env, made)
-    ns = {k: v for k, v in cls.__dict__.items()
-          if k not in names and k not in ("__dict__", "__weakref__")}
-    ns.update(made)
-    for k, v in _SHARED.items():
-        ns.setdefault(k, v)
-    if not frozen:
-        for k in ("__setattr__", "__delattr__"):
-            if ns[k] is _SHARED[k]:
-                del ns[k]
-        if ns["__hash__"] is _hash:
-            ns["__hash__"] = None
-    ns["__slots__"] = names
-    ns["__record_fields__"] = names
-    ns["__match_args__"] = names
-    ns["_values"] = staticmethod(_values_getter(names))
-    made_cls = type(cls)(cls.__name__, cls.__bases__, ns)
-    made_cls.__init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    return made_cls
+    init = made["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def fields(obj: Any) -> tuple[str, ...]:

@@ -50,9 +50,11 @@ def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
     client = InfluxClient.from_config(cfg)
-    running = [j for j, job in cluster.jobs.items() if job.running] if cluster else []
+
+    def running() -> Any:     # asked last: the snapshot may still be on its way
+        yield from (j for j, job in cluster.jobs.items() if job.running) if cluster else ()
     return read_readings(client, now_s, carbon=provider_from_config(cfg, client),
-                         cluster=cfg["cluster.name"], job_ids=running)
+                         cluster=cfg["cluster.name"], job_ids=running())
 
 
 LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings)

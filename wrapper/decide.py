@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from _thread import get_ident
 from collections.abc import Mapping
 
 from slurm_plugin import config
@@ -19,7 +20,7 @@ from slurm_plugin.policy.registry import get_policy
 from slurm_plugin.record import field, record
 
 from . import translate
-from .render import is_shell_script, render
+from .render import is_shell_script, render, warm_templates
 from .request import build_request, gpu_ask, merge, min_nodes
 from .sbatch_args import CommandLine, ScriptHeader
 from .wb_options import WbSettings
@@ -92,19 +93,50 @@ def _plain(obj: Any) -> Any:
 
 class _Lazy:
     """Stands in for the snapshot or the readings and fetches them on first use only: a
-    policy that never looks (``slurm-default``) costs no Slurm or InfluxDB query."""
+    policy that never looks (``slurm-default``) costs no Slurm or InfluxDB query. ``start``
+    fetches in a thread meanwhile (waiting on Slurm and InfluxDB leaves the interpreter free
+    for the policy's imports and the template)."""
 
-    __slots__ = ("_load", "_value", "load_ms")
+    __slots__ = ("_load", "_value", "_error", "_thread", "_owner", "load_ms", "waited_ms")
 
     def __init__(self, load: Callable[[], Any]) -> None:
-        self._load, self._value, self.load_ms = load, None, 0.0
+        self._load, self._value, self._error, self._thread = load, None, None, None
+        self._owner = get_ident()
+        self.load_ms = 0.0          # how long fetching took
+        self.waited_ms = 0.0        # how long the creating thread was blocked on it
+
+    def start(self) -> None:
+        import threading
+        self._thread = threading.Thread(target=self._fetch, daemon=True)
+        self._thread.start()
+
+    def _fetch(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._value = self._load()
+        except BaseException as exc:      # re-raised in the caller's thread by _get
+            self._error = exc
+        self.load_ms = (time.perf_counter() - t0) * 1e3
 
     def _get(self) -> Any:
-        if self._value is None:
+        thread = self._thread
+        if thread is not None or (self._value is None and self._error is None):
             t0 = time.perf_counter()
-            self._value = self._load()
-            self.load_ms = (time.perf_counter() - t0) * 1e3
+            if thread is not None:
+                thread.join()
+            else:
+                self._fetch()
+            if get_ident() == self._owner:
+                self.waited_ms += (time.perf_counter() - t0) * 1e3
+        if self._error is not None:
+            raise self._error
         return self._value
+
+    def settle(self) -> None:
+        """Wait for a fetch still running (a thread left running at exit can crash Python's
+        shutdown); what it found or raised is kept for nobody."""
+        if self._thread is not None:
+            self._thread.join()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
@@ -143,13 +175,24 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
     policy = get_policy(name, source="wattbatch --wb-policy" if wb.policy else "policy.name")
     cluster = _Lazy(lambda: providers.snapshot(cfg))
     readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
-    ctx = Context(cluster=cluster, readings=readings, now_s=now_s,   # type: ignore[arg-type]
-                  settings=_settings(cfg, name),
-                  history=read_view(cfg["reconcile.state_dir"]))
-    t0 = time.perf_counter()
-    placement = policy.advise(request, ctx)
-    t1 = time.perf_counter()
-    policy_ms = (t1 - t0) * 1e3 - cluster.load_ms - readings.load_ms
+    settings = _settings(cfg, name)
+    wanted = policy.prefetch(request, settings) if hasattr(policy, "prefetch") else ()
+    if "cluster" in wanted or "readings" in wanted:     # the readings ask for running jobs
+        cluster.start()
+    if "readings" in wanted:
+        readings.start()
+    if wanted:
+        warm_templates()
+    try:
+        ctx = Context(cluster=cluster, readings=readings, now_s=now_s,  # type: ignore[arg-type]
+                      settings=settings, history=read_view(cfg["reconcile.state_dir"]))
+        t0 = time.perf_counter()
+        placement = policy.advise(request, ctx)
+        t1 = time.perf_counter()
+    finally:
+        cluster.settle()
+        readings.settle()
+    policy_ms = (t1 - t0) * 1e3 - cluster.waited_ms - readings.waited_ms
     site = translate.Site(cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"],
                           cfg["slurm.typed_gpus"], cfg["template.name"])
     ask = gpu_ask(view, min_nodes(view.get("nodes")))

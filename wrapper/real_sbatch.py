@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 MARKER = "WATTBATCH_SBATCH_CALLER"
 HEAD_BYTES = 65536
-OURS = (b"wattbatch", b"wrapper.cli")
+OURS = (b"wattbatch", b"wrapper.cli", b"wrapper.server_client")
 INSTALL_HINT = ("to run wattbatch as sbatch, put Slurm's own sbatch after it on PATH or set "
                 "slurm.bin_dir (WATTBATCH_SLURM_BIN_DIR) to the directory that holds it; "
                 "see contrib/sbatch/README.md")

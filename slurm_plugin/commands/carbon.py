@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from datetime import datetime, timezone
@@ -10,6 +9,7 @@ from datetime import datetime, timezone
 import click
 
 from .. import config
+from ..record import asdict
 from ..telemetry import carbon_csv
 from ..telemetry.carbon import import_series, summary
 from ..telemetry.influx import InfluxClient
@@ -46,7 +46,7 @@ def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
     result = import_series(client, series, zone)
     elapsed = time.perf_counter() - t0
     if as_json:
-        click.echo(json.dumps(dataclasses.asdict(result) | {"elapsed_s": round(elapsed, 3)}))
+        click.echo(json.dumps(asdict(result) | {"elapsed_s": round(elapsed, 3)}))
         return
     click.echo(f"{result.path} ({result.format}) -> zone {zone}: {result.points} points "
                f"{_utc(result.first_s)} .. {_utc(result.last_s)}: {result.new} new, "
@@ -62,7 +62,7 @@ def show(zone: str | None, as_json: bool) -> None:
     cfg = config.load()
     s = summary(InfluxClient.from_config(cfg), zone or cfg["carbon.zone"], time.time())
     if as_json:
-        click.echo(json.dumps(dataclasses.asdict(s)))
+        click.echo(json.dumps(asdict(s)))
         return
     if not s.points:
         click.echo(f"zone {s.zone}: no carbon intensity stored; load some with "

@@ -37,6 +37,11 @@ class Policy(Protocol):
         """Changes to jobs already submitted. ``observe`` actions feed the history."""
         ...
 
+    # Optional: which of ``"cluster"`` and ``"readings"`` ``advise`` will look at for this
+    # request, so the caller can fetch them ahead (in parallel); a policy without it, or an
+    # answer that misses one, still gets it on first use.
+    # def prefetch(self, request: JobRequest, settings: Mapping[str, Any]) -> tuple[str, ...]
+
 
 def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:
     """The placement that changes nothing: Slurm decides as if wattbatch were not there."""

@@ -201,6 +201,12 @@ class Eaco:
     # same slurm.conf power saving as ``slurm-powersave`` (SuspendTime 10 min).
     slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
 
+    def prefetch(self, request: JobRequest, settings: Mapping[str, Any]) -> tuple[str, ...]:
+        s = EacoSettings.from_mapping(settings)
+        cls = known_class(request.app)
+        refused = _refusal(request, s, cls, cls.util_at(request.gpus) if cls else 0.0)
+        return () if refused else ("cluster", "readings")
+
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         s = EacoSettings.from_mapping(ctx.settings)
         cls = known_class(request.app)

@@ -21,13 +21,14 @@ from types import MappingProxyType
 
 from ..config import SiteConfig
 from ..model import Cluster
-from .cli import slurm, slurm_json
-from .formats import NEWEST, FormatError, SlurmFormat, detect
+from .cli import slurm, slurm_json, slurm_release
+from .formats import NEWEST, FormatError, SlurmFormat, detect, release_tuple
 from .parse import (ACTIVE_STATES, SACCT_FIELDS, AcctRecord, attach_jobs, parse_jobs,
                     parse_nodes, parse_sacct)
 
 NODES_LEGACY = ("sinfo", [])                    # Slurm 22.05
 NODES_CURRENT = ("scontrol", ["show", "nodes"])  # Slurm 23.02 and later
+FIRST_CURRENT = (23, 2)
 
 
 def build_cluster(nodes_doc: dict, squeue: dict, name: str, taken_s: float,
@@ -57,8 +58,29 @@ def read_json(cmd: str, args: list[str], cfg: SiteConfig) -> tuple[dict, SlurmFo
 
 
 def read_documents(cfg: SiteConfig) -> tuple[dict, dict, SlurmFormat]:
-    """(node listing, ``squeue --json``, format): the raw inputs of a snapshot."""
-    squeue, fmt = read_json("squeue", [], cfg)
+    """(node listing, ``squeue --json``, format): the raw inputs of a snapshot.
+
+    The node listing of the release ``scontrol -V`` names is asked while ``squeue`` runs (a
+    decision waits on both); when ``squeue``'s document says otherwise, or the early listing
+    failed, it is asked again after."""
+    import threading
+    early: dict[str, tuple[bool, dict]] = {}
+
+    def listing() -> None:
+        try:
+            legacy = release_tuple(slurm_release(cfg)) < FIRST_CURRENT
+            cmd, args = NODES_LEGACY if legacy else NODES_CURRENT
+            early["doc"] = (legacy, read_json(cmd, list(args), cfg)[0])
+        except Exception:          # noqa: BLE001 - asked again below, where errors are raised
+            pass
+    thread = threading.Thread(target=listing, daemon=True)
+    thread.start()
+    try:
+        squeue, fmt = read_json("squeue", [], cfg)
+    finally:
+        thread.join()
+    if "doc" in early and early["doc"][0] == fmt.legacy:
+        return early["doc"][1], squeue, fmt
     cmd, args = NODES_LEGACY if fmt.legacy else NODES_CURRENT
     nodes_doc, _ = read_json(cmd, list(args), cfg)
     return nodes_doc, squeue, fmt

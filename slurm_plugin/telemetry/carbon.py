@@ -9,13 +9,19 @@ and time replaces the stored one, so even a repeated write stores nothing twice)
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 from ..errors import InputError
-from .carbon_csv import CarbonPoint, CarbonSeries, load as load_csv
+from ..record import record
 from .influx import InfluxClient, quote_str
 from .lineproto import Point, time_ns
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    from .carbon_csv import CarbonPoint, CarbonSeries
+else:
+    Protocol = object   # the interface is for type checkers: providers do not inherit it
 
 MEASUREMENT = "carbon_intensity"
 
@@ -106,7 +112,7 @@ def carbon_point(zone: str, p: CarbonPoint) -> Point:
     return Point(MEASUREMENT, {"zone": zone}, fields, p.time_s)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ImportResult:
     zone: str
     path: str
@@ -150,7 +156,7 @@ def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> Impo
                         len(series.points) - present, present, updated, written, first, last)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CarbonSummary:
     zone: str
     points: int
@@ -183,5 +189,6 @@ def summary(client: InfluxClient, zone: str, now_s: float) -> CarbonSummary:
 def provider_from_config(cfg: Any, client: InfluxClient) -> CarbonProvider:
     """``carbon.file`` set: that CSV file (zone ``carbon.zone``); else InfluxDB."""
     if cfg["carbon.file"]:
+        from .carbon_csv import load as load_csv     # csv, datetime, pathlib: file sites only
         return SeriesCarbon.from_series(load_csv(cfg["carbon.file"]), cfg["carbon.zone"])
     return InfluxCarbon(client, cfg["carbon.zone"])

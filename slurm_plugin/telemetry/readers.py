@@ -7,17 +7,21 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import WattError
 from ..model import GpuReading, Progress, Readings
 from .bounds import Rejected, checked
-from .carbon import CarbonProvider
 from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
 
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Mapping
+
+    from .carbon import CarbonProvider
+    Verify = Callable[[str, float, Mapping[str, Any]], bool]   # (job id, time, fields) -> signed?
+
 GPU = "gpu"
-Verify = Callable[[str, float, Mapping[str, Any]], bool]   # (job id, time, fields) -> signed?
 PROGRESS = "job_progress"
 
 
@@ -164,29 +168,55 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
     (GPUs, progress, carbon) that fails is left empty and every value out of its bounds left
     out, each with a warning in ``Readings.warnings``; only when every source fails does this
     raise."""
-    warnings: list[str] = []
-    errors: list[WattError] = []
-
-    def attempt(what: str, read, empty):
-        try:
-            return read()
-        except WattError as exc:
-            errors.append(exc)
-            warnings.append(f"{what} not read: {exc}")
-            return empty
-    gpus = attempt("GPU readings", lambda: latest_gpu_readings(
-        client, now_s, max_age_s=gpu_max_age_s, cluster=cluster, warnings=warnings), {})
-    progress = attempt("job progress", lambda: latest_progress(
-        client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=warnings,
-        verify=verify), {})
+    def attempt(what: str, read: Callable[[list[str]], Any], empty: Any) -> Callable[[], Any]:
+        def run() -> tuple[Any, list[str], WattError | None]:
+            said: list[str] = []
+            try:
+                return read(said), said, None
+            except WattError as exc:
+                return empty, [*said, f"{what} not read: {exc}"], exc
+        return run
+    calls = [attempt("GPU readings", lambda w: latest_gpu_readings(
+                 client, now_s, max_age_s=gpu_max_age_s, cluster=cluster, warnings=w), {}),
+             attempt("job progress", lambda w: latest_progress(    # job_ids may be lazy
+                 client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=w,
+                 verify=verify), {})]
+    if carbon is not None:
+        calls.append(attempt("carbon intensity", lambda w: _carbon(
+            carbon, now_s, forecast_horizon_s, w), (None, ())))
+    results = _in_parallel(calls)
+    warnings = [line for _, said, _ in results for line in said]
+    errors = [exc for _, _, exc in results if exc is not None]
+    gpus, progress = results[0][0], results[1][0]
+    now_g, forecast = results[2][0] if carbon is not None else (None, ())
     if job_gpus is not None:
         progress = plausible_progress(progress, job_gpus, gpus, warnings)
-    now_g, forecast = None, ()
-    if carbon is not None:
-        now_g, forecast = attempt("carbon intensity", lambda: _carbon(
-            carbon, now_s, forecast_horizon_s, warnings), (None, ()))
-    if len(errors) == 2 + (carbon is not None):
+    if len(errors) == len(calls):
         raise errors[0]
     return Readings(gpus=MappingProxyType(gpus), progress=MappingProxyType(progress),
                     carbon_g_per_kwh=now_g, carbon_forecast=forecast, taken_s=now_s,
                     warnings=tuple(warnings))
+
+
+def _in_parallel(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Each call's result, in order; the calls run in threads at the same time, and the first
+    exception one raised is raised here once all are done."""
+    import threading
+    results: list[Any] = [None] * len(calls)
+    raised: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as exc:     # noqa: BLE001 - re-raised in the caller's thread
+            raised.append(exc)
+    threads = [threading.Thread(target=run, args=(i,), daemon=True)
+               for i in range(1, len(calls))]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if raised:
+        raise raised[0]
+    return results
