@@ -6,7 +6,7 @@ They are computed on access, so a policy that does not look at readings costs no
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from ..model import GpuReading, Progress
 
@@ -72,3 +72,30 @@ class ProgressView(Mapping):
 
     def __len__(self) -> int:
         return len(self._sim.running)
+
+
+FORECAST_H = 48
+
+
+class ForecastView(Sequence):
+    """``Readings.carbon_forecast``: the next ``FORECAST_H`` hours as the simulator's forecast
+    provider predicts them at this hour; made on first access and kept for the hour."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+
+    def _points(self) -> tuple[tuple[float, float], ...]:
+        sim = self._sim
+        hour = int(sim.now // 3600)
+        if sim.forecast_cache[0] != hour:
+            sim.forecast_cache = (hour, sim.forecast.forecast(sim.now, sim.now + FORECAST_H * 3600))
+        return sim.forecast_cache[1]
+
+    def __getitem__(self, i):
+        return self._points()[i]
+
+    def __len__(self) -> int:
+        return len(self._points())
+
+    def __iter__(self):
+        return iter(self._points())
