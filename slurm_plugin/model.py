@@ -167,6 +167,7 @@ class JobRequest:
 
     name: str = ""
     user: str = ""
+    partition: str = ""            # -p/--partition ("" = the default partition)
     gpus: int = 0                  # GPUs per node; 0 for a CPU-only job
     num_nodes: int = 1
     gpu_model: str = ""            # e.g. "v100" from --gres=gpu:v100:2 ("" = any)
@@ -234,6 +235,7 @@ class Readings:
     progress: Mapping[str, Progress] = field(default_factory=lambda: EMPTY_MAP)
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
+    cluster_power_w: float | None = None   # GPUs and node base power together, where measured
     taken_s: float = 0.0
     warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
 

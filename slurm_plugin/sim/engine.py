@@ -79,6 +79,8 @@ class Simulator:
         width = len(str(self.spec.nodes - 1))
         for i in range(self.spec.nodes):
             n = NodeState(i, f"node{i:0{width}d}")
+            if self.spec.nodes_per_switch:   # topology.conf: leaf switches of N nodes
+                n.features = (f"switch=s{i // self.spec.nodes_per_switch}",)
             for k in range(self.spec.gpus_per_node):
                 var = variability[i * self.spec.gpus_per_node + k] if variability else None
                 g = GpuState(n, k, var)
@@ -170,7 +172,8 @@ class Simulator:
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)
         readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
-                            carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
+                            carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now,
+                            cluster_power_w=self.gpu_power_total + self.node_power_total)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view,
                        history_version=self.history_version)

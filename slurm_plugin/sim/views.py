@@ -75,21 +75,30 @@ class ProgressView(Mapping):
 
 
 FORECAST_H = 48
+ISSUE_EVERY_H = 12
 
 
 class ForecastView(Sequence):
-    """``Readings.carbon_forecast``: the next ``FORECAST_H`` hours as the simulator's forecast
-    provider predicts them at this hour; made on first access and kept for the hour."""
+    """``Readings.carbon_forecast``: the hours up to ``FORECAST_H`` ahead as the simulator's
+    forecast provider predicted them at its last issue. A forecast is issued every
+    ``ISSUE_EVERY_H`` hours (as day-ahead services publish a few times a day; the blend's
+    refit costs ~10 ms, hourly issues would dominate a run), made on first access."""
 
     def __init__(self, sim: "Simulator") -> None:
         self._sim = sim
+        self._seen: tuple | None = None
 
     def _points(self) -> tuple[tuple[float, float], ...]:
+        if self._seen is not None:
+            return self._seen
         sim = self._sim
-        hour = int(sim.now // 3600)
-        if sim.forecast_cache[0] != hour:
-            sim.forecast_cache = (hour, sim.forecast.forecast(sim.now, sim.now + FORECAST_H * 3600))
-        return sim.forecast_cache[1]
+        issue = int(sim.now // (3600 * ISSUE_EVERY_H))
+        if sim.forecast_cache[0] != issue:
+            t0 = issue * 3600.0 * ISSUE_EVERY_H
+            sim.forecast_cache = (issue, sim.forecast.forecast(t0, t0 + FORECAST_H * 3600))
+        now = sim.now
+        self._seen = tuple(p for p in sim.forecast_cache[1] if p[0] > now)
+        return self._seen
 
     def __getitem__(self, i):
         return self._points()[i]
