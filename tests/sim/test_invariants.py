@@ -15,7 +15,7 @@ from slurm_plugin.sim.trace import read_trace
 from slurm_plugin.sim.state import RUNNING
 
 POLICIES = ("slurm-default", "fifo-packed", "gandiva", "slurm-powersave", "carbon-threshold",
-            "oracle-bound")
+            "greenflow", "oracle-bound")
 
 
 class CheckedSimulator(Simulator):
