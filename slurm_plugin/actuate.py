@@ -69,6 +69,7 @@ STEPS: dict[str, tuple[str, ...]] = {
     "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
     "defer": ("defer",),
     "cancel": ("cancel",),
+    "power_cap": (),     # no Slurm command: the cap is applied on the node (NVML), not by Slurm
     "observe": (),
     "note": (),
 }

@@ -21,7 +21,8 @@ if TYPE_CHECKING:       # the aliases are for annotations only
     JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
                        "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                        "REQUEUED"]
-    ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "observe", "note"]
+    ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "power_cap", "observe",
+                         "note"]
 
 
 EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
@@ -106,6 +107,9 @@ class Job:
     reason: str = ""
     exit_code: int | None = None
     deadline_s: float | None = None   # sbatch --deadline (Slurm cancels the job past it)
+    begin_s: float | None = None      # a pending job's --begin (Slurm's StartTime while deferred)
+    slack_s: float | None = None      # --wb-slack: how long its start may be shifted (None: not)
+    power_cap_w: float | None = None  # the cap wattbatch set on its GPUs (None: the board's)
     # A pending job pinned to typed GPUs of one node: (node, GRES type, shares; 0 for a whole
     # GPU) per entry. The type names the GPU, so the snapshot counts it as that GPU's holder.
     pinned: tuple[tuple[str, str, int], ...] = ()
@@ -163,11 +167,13 @@ class JobRequest:
 
     name: str = ""
     user: str = ""
+    partition: str = ""            # -p/--partition ("" = the default partition)
     gpus: int = 0                  # GPUs per node; 0 for a CPU-only job
     num_nodes: int = 1
     gpu_model: str = ""            # e.g. "v100" from --gres=gpu:v100:2 ("" = any)
     time_limit_s: float | None = None
     deadline_s: float | None = None
+    slack_s: float | None = None   # --wb-slack: the start may move this long (None: not deferrable)
     app: str = ""                  # workload class, when known
     memory_per_gpu_mib: int | None = None
     min_gpus: int | None = None
@@ -229,6 +235,7 @@ class Readings:
     progress: Mapping[str, Progress] = field(default_factory=lambda: EMPTY_MAP)
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
+    cluster_power_w: float | None = None   # GPUs and node base power together, where measured
     taken_s: float = 0.0
     warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
 
@@ -266,7 +273,8 @@ class Action:
     job_id: str
     policy: str
     gpus: int | None = None           # resize / move_exclusive: new GPU count
-    begin_s: float | None = None      # defer
+    begin_s: float | None = None      # defer: the new start time (earlier or later)
+    power_cap_w: float | None = None  # power_cap: the new per-GPU cap (None: remove the cap)
     nodes: tuple[str, ...] = ()
     why: str = ""
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
@@ -274,4 +282,4 @@ class Action:
     @property
     def key(self) -> str:
         """Identity for idempotence: the same action twice is one action."""
-        return f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}"
+        return f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"

@@ -17,7 +17,7 @@ from ..sim.cluster import ClusterSpec, load_cluster
 from ..sim.metrics import FIELDS
 from ..policy import get_policy
 from ..sim.run import (Inputs, TimelineWriter, default_trace, load_jobs,
-                       oracle_metrics, simulate as run_one)
+                       oracle_metrics, period_budget, simulate as run_one)
 
 _CLUSTER_FLAGS = ("nodes", "gpus_per_node", "gpu_type")
 
@@ -129,6 +129,9 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
               help="Carbon-intensity CSV (Electricity Maps hourly or Time,Carbon Intensity). "
                    "Aligned to the trace by hour of week from the series' first full week "
                    "(Monday 00:00 UTC), wrapping around. Default: a built-in January 2023 slice.")
+@click.option("--carbon-budget-kg", "budget_kg", type=click.FloatRange(0), default=None,
+              help="GreenFlow's carbon budget (kg CO2e) for the whole simulated period, from the "
+                   "first to the last submission (replaces the site's per-period budget).")
 @click.option("--zone", default=None, help="Carbon zone (default: site carbon.zone; built-in: GB, DE-LU).")
 @click.option("--variability", "variability_file", type=click.Path(path_type=Path), default=None,
               help="Per-GPU variability profile CSV (PerfVar_classA..D columns, as PAL's "
@@ -161,7 +164,7 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None,
              gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
-             carbon_file: Path | None, zone: str | None, variability_file: Path | None, seed: int,
+             carbon_file: Path | None, budget_kg: float | None, zone: str | None, variability_file: Path | None, seed: int,
              mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
              plot_file: Path | None, sweep_file: Path | None, backend: str | None,
              workers: int | None, wait_s: float, sweep_cell: int | None) -> None:
@@ -219,7 +222,10 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                 series.append((row["time_s"], row["power_w"]))
         want = writer is not None or plot_file is not None
         try:
-            r = run_one(inputs, name, settings=cfg.section(name.replace("-", "_")), jobs=jobs,
+            settings = dict(cfg.section(name.replace("-", "_")))
+            if budget_kg is not None:
+                settings.update(period_budget(jobs, budget_kg))
+            r = run_one(inputs, name, settings=settings, jobs=jobs,
                         carbon=carbon, timeline=record if want else None,
                         progress=_progress_bar())
         finally:

@@ -23,6 +23,8 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "oracle-bound": "oracle:OracleBound",
     "slurm-powersave": "powersave:SlurmPowersave",
     "eaco": "eaco:Eaco",
+    "carbon-threshold": "carbon_threshold:CarbonThreshold",
+    "greenflow": "greenflow.decide:GreenFlow",
 }
 
 

@@ -4,6 +4,10 @@ The series (read by ``telemetry.carbon_csv``) is averaged per hour and cut to wh
 starting at its first Monday 00:00 UTC. Trace time maps to it by hour of week, counted from the
 trace's own first Monday 00:00 UTC at or before its first submission, week after week, wrapping
 around at the series' end. Without ``--carbon`` the built-in slice for the zone is used.
+
+``WeekAlignedCarbon`` is a ``CarbonProvider`` (its history at any trace time), so the simulator
+forecasts from it exactly as the live path forecasts from InfluxDB (``ForecastingCarbon``):
+policies see a forecast made from the past, never the true future.
 """
 
 from __future__ import annotations
@@ -48,6 +52,17 @@ class WeekAlignedCarbon:
     def at(self, t_s: float) -> float:
         """gCO2/kWh at trace time ``t_s``."""
         return self.hourly[int(math.floor((t_s - self.origin_s) / 3600)) % len(self.hourly)]
+
+    def intensity_at(self, t_s: float) -> float | None:
+        """``CarbonProvider``: the value in force at ``t_s``."""
+        return self.at(t_s)
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        """``CarbonProvider``: the recorded hourly values with ``start_s < time <= end_s``
+        (as history, this is what the series measured; ``ForecastingCarbon`` predicts from it)."""
+        first = math.floor(start_s / 3600) + 1
+        last = math.floor(end_s / 3600)
+        return tuple((h * 3600.0, self.at(h * 3600.0)) for h in range(first, last + 1))
 
     def integral_h(self, t0_s: float, t1_s: float) -> float:
         """Integral of the intensity over [t0, t1], in gCO2/kWh x hours."""

@@ -16,6 +16,9 @@ reconcile_interval_s = 300.0
 suspend_time_s = 600.0      # Slurm SuspendTime (power saving); absent = nodes stay powered
 resume_delay_s = 300.0      # boot time of a suspended node
 suspended_power_w = 15.0
+deferrable_share = 0.5      # jobs of a trace without slack_s drawn deferrable (sim/slack.py)
+slack_s = 21600.0           # and their slack: the start may move up to this long
+nodes_per_switch = 0        # network topology: leaf switches of this many nodes (0: one switch)
 ```
 
 Slurm's two schedulers: the main one runs when a job is submitted or ends and every
@@ -35,6 +38,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..physics import (idle_power_w, node_base_power_w, node_resume_delay_s,
                        node_suspended_power_w)
+from .slack import DEFAULT_SHARE, DEFAULT_SLACK_S
 from .time_limits import RULES
 
 
@@ -58,6 +62,9 @@ class ClusterSpec:
     suspend_time_s: float | None = None
     resume_delay_s: float | None = None
     suspended_power_w: float | None = None
+    deferrable_share: float = DEFAULT_SHARE
+    slack_s: float = DEFAULT_SLACK_S
+    nodes_per_switch: int = 0
 
     @property
     def gpu_count(self) -> int:
@@ -89,7 +96,9 @@ class ClusterSpec:
 _MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w": 0,
         "backfill_depth": 1, "reconcile_interval_s": 1, "bf_interval_s": 1, "sched_interval_s": 1,
         "time_limit_factor_max": 1, "suspend_time_s": 0,
-        "resume_delay_s": 0, "suspended_power_w": 0}
+        "resume_delay_s": 0, "suspended_power_w": 0, "deferrable_share": 0, "slack_s": 0,
+        "nodes_per_switch": 0}
+_MAX = {"deferrable_share": 1}
 
 
 def read_table(p: Path, name: str) -> dict:
@@ -123,12 +132,15 @@ def load_cluster(path: str | Path) -> ClusterSpec:
                 raise ConfigError(str(p), f"cluster.{key}", raw, f"choose one of: {', '.join(RULES)}")
             values[key] = raw
             continue
-        want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth")
+        want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth",
+                           "nodes_per_switch")
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (want_int and not isinstance(raw, int)):
             raise ConfigError(str(p), f"cluster.{key}", raw,
                               f"expected {'an integer' if want_int else 'a number'}")
         if raw < _MIN[key]:
             raise ConfigError(str(p), f"cluster.{key}", raw, f"must be at least {_MIN[key]}")
+        if key in _MAX and raw > _MAX[key]:
+            raise ConfigError(str(p), f"cluster.{key}", raw, f"must be at most {_MAX[key]}")
         values[key] = raw if want_int else float(raw)
     spec = ClusterSpec(**values)
     try:

@@ -27,18 +27,23 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from ..model import Action, Cluster, GpuUse, Job, JobRequest, Placement, Readings
-from ..physics import (assign_class, cap_slowdown, capped_power_w, clamp_cap_w, group_slowdowns,
-                       idle_power_w, job_class, max_power_w)
+from ..physics import (assign_class, clamp_cap_w, group_slowdowns, idle_power_w, job_class,
+                       max_power_w)
+from ..physics.job_cap import capped_job
 from ..physics.classes import ClassMix, class_mix as named_mix
 from ..physics.constants import gpu_constants
 from ..policy.base import Context, Policy, plain_placement
+from ..record import replace
+from ..telemetry.carbon import CarbonProvider
+from ..telemetry.carbon_forecast import ForecastingCarbon
 from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
 from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob
 from .time_limits import draw_limit_s, whole_minutes_s
+from .slack import draw_slack_s
 from .trace import TraceJob
-from .views import GpuReadings, ProgressView
+from .views import ForecastView, GpuReadings, ProgressView
 
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
@@ -49,6 +54,7 @@ class Simulator:
 
     def __init__(self, jobs: list[TraceJob], spec: ClusterSpec, policy: Policy, *,
                  carbon: WeekAlignedCarbon | None = None, seed: int = 0,
+                 forecast: CarbonProvider | None = None,
                  class_mix: ClassMix | None = None,
                  variability: list[dict[str, float]] | None = None,
                  settings: Mapping[str, Any] | None = None,
@@ -56,6 +62,8 @@ class Simulator:
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.spec = spec.with_slurm_settings(getattr(policy, "slurm_settings", {})).resolved()
         self.policy, self.carbon, self.seed = policy, carbon, seed
+        # what policies see of the future: a forecast from the series' past (as live)
+        self.forecast = forecast or (ForecastingCarbon(carbon) if carbon is not None else None)
         self.class_mix = class_mix or named_mix("all")
         self.settings = MappingProxyType(dict(settings or {}))
         self.history: dict[str, float] = {}
@@ -71,6 +79,8 @@ class Simulator:
         width = len(str(self.spec.nodes - 1))
         for i in range(self.spec.nodes):
             n = NodeState(i, f"node{i:0{width}d}")
+            if self.spec.nodes_per_switch:   # topology.conf: leaf switches of N nodes
+                n.features = (f"switch=s{i // self.spec.nodes_per_switch}",)
             for k in range(self.spec.gpus_per_node):
                 var = variability[i * self.spec.gpus_per_node + k] if variability else None
                 g = GpuState(n, k, var)
@@ -112,7 +122,7 @@ class Simulator:
         self.order: list[NodeState] | None = None
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
-        self._forecast_cache: tuple[int, tuple] = (-1, ())
+        self.forecast_cache: tuple[int, tuple] = (-1, ())
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -160,13 +170,10 @@ class Simulator:
                           pending_count=len(self.pending))
         ci, forecast = None, ()
         if self.carbon is not None:
-            hour = int(self.now // 3600)
-            if self._forecast_cache[0] != hour:
-                self._forecast_cache = (hour, tuple(
-                    (h * 3600.0, self.carbon.at(h * 3600.0)) for h in range(hour, hour + 48)))
-            ci, forecast = self.carbon.at(self.now), self._forecast_cache[1]
+            ci, forecast = self.carbon.at(self.now), ForecastView(self)
         readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
-                            carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
+                            carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now,
+                            cluster_power_w=self.gpu_power_total + self.node_power_total)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view,
                        history_version=self.history_version)
@@ -176,9 +183,15 @@ class Simulator:
         nodes = -(-t.num_gpus // gpn)
         return JobRequest(name=f"job{t.job_id}", user=t.user, gpus=-(-t.num_gpus // nodes),
                           num_nodes=nodes, gpu_model=self.spec.gpu_type.lower(),
-                          time_limit_s=limit_s, deadline_s=t.deadline_s, app=app,
+                          time_limit_s=limit_s, deadline_s=t.deadline_s, slack_s=self._slack_s(t),
+                          app=app,
                           min_gpus=t.min_gpus, max_gpus=t.max_gpus, submit_s=t.submit_s,
                           job_id=t.job_id, repeat_key=f"{t.user}:{app}")
+
+    def _slack_s(self, t: TraceJob) -> float | None:
+        if t.has_slack:
+            return t.slack_s
+        return draw_slack_s(t.job_id, self.seed, self.spec.deferrable_share, self.spec.slack_s)
 
     def _advise(self, j: SimJob) -> Placement:
         try:
@@ -244,7 +257,9 @@ class Simulator:
                                    num_nodes=j.num_nodes, submit_s=j.t.submit_s,
                                    time_limit_s=j.limit_s, restart_count=j.restarts,
                                    app=j.cls.name, comment=j.pl.policy if j.pl else "",
-                                   deadline_s=j.t.deadline_s)
+                                   deadline_s=j.t.deadline_s, slack_s=j.req.slack_s,
+                                   begin_s=j.begin_s if j.begin_s > j.t.submit_s else None,
+                                   power_cap_w=j.cap_w)
         self.dirty = True
 
     # ---------------------------------------------------------------- fitting
@@ -476,12 +491,8 @@ class Simulator:
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
         now = self.now
         j.state, j.gpus, j.start_s, j.last_s, j.rate = RUNNING, gpus, now, now, 0.0
-        power = capped_power_w(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
-                               self.spec.gpu_type)
-        j.dyn_w = max(0.0, power - self.idle_w)
+        self._cap_effect(j)
         j.util_pct = j.cls.util_at(j.total_gpus)
-        j.cap_slow = cap_slowdown(j.cls.power_at(j.total_gpus, self.spec.gpu_type), j.cap_w,
-                                  self.spec.gpu_type)
         nodes = {}
         by_room = self.gpus_by_room
         for g in gpus:
@@ -518,8 +529,22 @@ class Simulator:
             nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
             submit_s=j.t.submit_s, start_s=now, time_limit_s=j.limit_s,
             restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
-            deadline_s=j.t.deadline_s)
+            deadline_s=j.t.deadline_s, slack_s=j.req.slack_s, power_cap_w=j.cap_w)
         self._retune(gpus)
+
+    def _cap_effect(self, j: SimJob) -> None:
+        """Power and speed of ``j`` under its cap, from its configuration model."""
+        power, j.cap_slow = capped_job(j.cls.name, j.total_gpus, j.cap_w, self.spec.gpu_type,
+                                       self.spec.gpus_per_node)
+        j.dyn_w = max(0.0, power - self.idle_w)
+
+    def _set_cap(self, j: SimJob, power_cap_w: float | None) -> None:
+        """A ``power_cap`` action: a running job changes power and speed from now."""
+        j.cap_w = clamp_cap_w(power_cap_w, self.spec.gpu_type)
+        self.job_views[j.id] = replace(self.job_views[j.id], power_cap_w=j.cap_w)
+        if j.state == RUNNING:
+            self._cap_effect(j)
+            self._retune(j.gpus)
 
     def _run_from(self, j: SimJob) -> None:
         """``j`` runs from now (its nodes are up): its time limit counts from here."""
@@ -668,10 +693,14 @@ class Simulator:
             j.state = CANCELLED
             del self.by_id[j.id]
             self.job_views.pop(j.id, None)
-        elif a.kind == "defer":
+        elif a.kind == "defer":     # scontrol update StartTime=: earlier or later
             if j.state == PENDING and a.begin_s is not None:
-                j.begin_s = max(j.begin_s, a.begin_s)
+                j.begin_s = max(self.now, a.begin_s)
+                self.job_views[j.id] = replace(
+                    self.job_views[j.id], begin_s=j.begin_s if j.begin_s > j.t.submit_s else None)
                 self._push(j.begin_s, _BEGIN, j)
+        elif a.kind == "power_cap":
+            self._set_cap(j, a.power_cap_w)
         elif a.kind in ("move_exclusive", "resize"):
             gpus = a.gpus or j.per_node
             nodes = j.num_nodes

@@ -103,6 +103,14 @@ def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedC
             "class_mix": mix.name, "classes": list(mix.classes), "carbon_zone": carbon.zone}
 
 
+def period_budget(jobs: list[TraceJob], budget_kg: float) -> dict[str, float]:
+    """GreenFlow settings for a carbon budget over the whole simulated period: from the first to
+    the last submission (carbon after it still counts against the same budget)."""
+    start = jobs[0].submit_s
+    return {"budget_kg": budget_kg, "budget_start_s": start,
+            "budget_period_s": max(3600.0, jobs[-1].submit_s - start)}
+
+
 def default_trace() -> Path:
     return builtin_trace()
 

@@ -27,7 +27,7 @@ class GpuState:
 
 class NodeState:
     __slots__ = ("pos", "name", "gpus", "free", "power", "ready_s", "idle_since", "dirty", "view",
-                 "jobs", "avail", "room")
+                 "jobs", "avail", "room", "features")
 
     def __init__(self, pos: int, name: str) -> None:
         self.pos, self.name = pos, name
@@ -41,6 +41,7 @@ class NodeState:
         self.jobs: dict[str, SimJob] = {}
         self.avail: list[float] | None = None   # (EASY) when the k-th GPU is free, k = 1..n
         self.room: int | None = None     # most free shards on one GPU without an exclusive job
+        self.features: tuple[str, ...] = ()   # e.g. ("switch=s0",): its leaf switch
 
     def model(self, gpu_model: str, memory_mib: int, shards_total: int) -> Node:
         """The frozen view a policy sees, rebuilt only when the node changed."""
@@ -59,7 +60,7 @@ class NodeState:
                 state = "allocated"
             else:
                 state = "mixed"
-            self.view = Node(name=self.name, state=state, gpus=gpus)
+            self.view = Node(name=self.name, state=state, gpus=gpus, features=self.features)
             self.dirty = False
         return self.view
 

@@ -2,9 +2,11 @@
 
 ``philly``: ``timestamp,duration,num_gpus,gpu_time,cluster`` (timestamp UTC ``YYYY-mm-dd HH:MM:SS``).
 ``canonical``: ``job_id,submit_s,duration_s,num_gpus`` plus optional
-``user,app,deadline_s,min_gpus,max_gpus,time_limit_s``. Durations are run time alone on whole
-GPUs; ``time_limit_s`` is the time the user requested (Slurm's Timelimit), empty or absent where
-the trace has none (the simulator then draws one: ``time_limits``).
+``user,app,deadline_s,min_gpus,max_gpus,time_limit_s,slack_s``. Durations are run time alone on
+whole GPUs; ``time_limit_s`` is the time the user requested (Slurm's Timelimit), empty or absent
+where the trace has none (the simulator then draws one: ``time_limits``). ``slack_s`` is how long
+the job's start may be shifted (``--wb-slack``); with the column, an empty value is a job that
+may not be shifted; without it the simulator draws slacks (``slack``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class TraceJob:
     min_gpus: int | None = None
     max_gpus: int | None = None
     time_limit_s: float | None = None   # requested (Slurm Timelimit); None: not in the trace
+    slack_s: float | None = None        # --wb-slack; None: not deferrable (or not in the trace)
+    has_slack: bool = False             # the trace has a slack_s column: no slack is drawn
 
 
 def builtin_trace() -> Path:
@@ -125,7 +129,9 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
                                deadline_s=row.num("deadline_s", optional=True, minimum=0),
                                min_gpus=row.num("min_gpus", int, optional=True, minimum=1),
                                max_gpus=row.num("max_gpus", int, optional=True, minimum=1),
-                               time_limit_s=row.num("time_limit_s", optional=True, minimum=1))
+                               time_limit_s=row.num("time_limit_s", optional=True, minimum=1),
+                               slack_s=row.num("slack_s", optional=True, minimum=0),
+                               has_slack="slack_s" in names)
             if job.duration_s <= 0:
                 raise row.fail("duration" if fmt == "philly" else "duration_s",
                                f"{job.duration_s:g} must be positive")

@@ -6,7 +6,7 @@ They are computed on access, so a policy that does not look at readings costs no
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from ..model import GpuReading, Progress
 
@@ -72,3 +72,39 @@ class ProgressView(Mapping):
 
     def __len__(self) -> int:
         return len(self._sim.running)
+
+
+FORECAST_H = 48
+ISSUE_EVERY_H = 12
+
+
+class ForecastView(Sequence):
+    """``Readings.carbon_forecast``: the hours up to ``FORECAST_H`` ahead as the simulator's
+    forecast provider predicted them at its last issue. A forecast is issued every
+    ``ISSUE_EVERY_H`` hours (as day-ahead services publish a few times a day; the blend's
+    refit costs ~10 ms, hourly issues would dominate a run), made on first access."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+        self._seen: tuple | None = None
+
+    def _points(self) -> tuple[tuple[float, float], ...]:
+        if self._seen is not None:
+            return self._seen
+        sim = self._sim
+        issue = int(sim.now // (3600 * ISSUE_EVERY_H))
+        if sim.forecast_cache[0] != issue:
+            t0 = issue * 3600.0 * ISSUE_EVERY_H
+            sim.forecast_cache = (issue, sim.forecast.forecast(t0, t0 + FORECAST_H * 3600))
+        now = sim.now
+        self._seen = tuple(p for p in sim.forecast_cache[1] if p[0] > now)
+        return self._seen
+
+    def __getitem__(self, i):
+        return self._points()[i]
+
+    def __len__(self) -> int:
+        return len(self._points())
+
+    def __iter__(self):
+        return iter(self._points())

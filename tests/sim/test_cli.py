@@ -168,3 +168,15 @@ def test_plot_needs_matplotlib(tmp_path):
     else:
         res = run(*SMALL, "--policy", "slurm-default", "--plot", str(tmp_path / "p.png"))
         assert res.exit_code == 0 and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_carbon_budget_reaches_greenflow_and_a_tight_one_defers():
+    from slurm_plugin.sim.run import period_budget
+    from slurm_plugin.sim.trace import TraceJob
+    jobs = [TraceJob("1", 100.0, 60.0, 1, 2), TraceJob("2", 7300.0, 60.0, 1, 3)]
+    assert period_budget(jobs, 2.5) == {"budget_kg": 2.5, "budget_start_s": 100.0,
+                                        "budget_period_s": 7200.0}
+    res = run("--limit-jobs", "200", "--zone", "GB", "--policy", "greenflow",
+              "--carbon-budget-kg", "1", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["actions"].get("defer", 0) > 0

@@ -14,7 +14,8 @@ from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.trace import read_trace
 from slurm_plugin.sim.state import RUNNING
 
-POLICIES = ("slurm-default", "fifo-packed", "gandiva", "slurm-powersave", "oracle-bound")
+POLICIES = ("slurm-default", "fifo-packed", "gandiva", "slurm-powersave", "carbon-threshold",
+            "greenflow", "oracle-bound")
 
 
 class CheckedSimulator(Simulator):
@@ -63,7 +64,7 @@ def test_invariants_hold(tmp_path, case, make_trace):
                        suspend_time_s=rng.choice([None, 0.0, 600.0]))
     trace = make_trace(tmp_path / "t.csv", rng, rng.randint(1, 60), spec.gpu_count)
     jobs = read_trace(trace, "canonical")
-    policy = get_policy(rng.choice(POLICIES[:4]))
+    policy = get_policy(rng.choice(POLICIES[:-1]))
     rows = []
     sim = CheckedSimulator(jobs, spec, policy, seed=case, timeline=rows.append,
                            carbon=load_carbon(None, "GB", jobs[0].submit_s),

@@ -1,3 +1,5 @@
-"""GreenFlow (TPDS 2025): minimise average JCT under a carbon budget. So far only the pure
-predictor (``predict.py``): JCT, energy and carbon of a job under a (start, GPUs, power cap)
-choice, from the configuration models and a carbon forecast."""
+"""GreenFlow (TPDS 2025): minimise average JCT under a carbon budget (docs/greenflow.md).
+
+Roles: ``predict`` (a job's JCT, energy and carbon under a choice), ``decide`` (the policy:
+advise and reconcile), ``observe`` (carbon spent against the budget, the carbon weight),
+``settings`` (site keys), ``place`` (buddy allocation and network packing)."""

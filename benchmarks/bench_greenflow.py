@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""GreenFlow's figures (issue 8) on a trace and carbon zones, printed as a table per zone.
+
+Per zone: slurm-default, slurm-powersave, carbon-threshold, then greenflow twice: (a) with its
+budget set to carbon-threshold's measured carbon (equal carbon within 1%: avg JCT at most 0.4x
+carbon-threshold's), (b) with the budget at 0.6x slurm-default's carbon (avg JCT at most 1.0x
+slurm-default's, every job finished); (c) the (b) run against slurm-powersave (carbon at most
+0.75x at avg JCT at most 1.05x); (d) greenflow's speed, jobs per second of simulation.
+Zones run in parallel processes (``--workers``).
+
+Usage::
+
+    python benchmarks/bench_greenflow.py \\
+        --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
+        --carbon-dir ../shared/data/carbon --year 2021 --zones DE-LU,GB,US-CAL-CISO
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from slurm_plugin.sim.carbon import load_carbon  # noqa: E402
+from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
+from slurm_plugin.sim.run import Inputs, load_jobs, period_budget, simulate  # noqa: E402
+from slurm_plugin.sim.trace import builtin_trace  # noqa: E402
+
+KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "unfinished_jobs", "sim_wall_s")
+
+
+def run_zone(args: tuple[str, str, str, int, int]) -> dict:
+    trace, carbon_file, zone, nodes, gpn = args
+    inputs = Inputs(Path(trace), "philly", ClusterSpec(nodes=nodes, gpus_per_node=gpn), zone,
+                    carbon=Path(carbon_file))
+    jobs = load_jobs(inputs)
+    carbon = load_carbon(inputs.carbon, zone, jobs[0].submit_s)
+    out = {}
+
+    def one(policy: str, label: str, budget_kg: float | None = None) -> dict:
+        settings = period_budget(jobs, budget_kg) if budget_kg is not None else None
+        r = simulate(inputs, policy, settings=settings, jobs=jobs, carbon=carbon)
+        out[label] = {k: r.get(k) for k in KEYS} | {"budget_kg": budget_kg}
+        return r
+    default = one("slurm-default", "slurm-default")
+    one("slurm-powersave", "slurm-powersave")
+    ct = one("carbon-threshold", "carbon-threshold")
+    one("greenflow", "greenflow (a)", ct["carbon_kg"])
+    one("greenflow", "greenflow (b)", 0.6 * default["carbon_kg"])
+    return {"zone": zone, "jobs": len(jobs), "runs": out}
+
+
+def figures(z: dict) -> list[str]:
+    r = z["runs"]
+    d, ps, ct = r["slurm-default"], r["slurm-powersave"], r["carbon-threshold"]
+    a, b = r["greenflow (a)"], r["greenflow (b)"]
+    lines = [f"zone {z['zone']}: {z['jobs']} jobs"]
+    for name, v in r.items():
+        lines.append(f"  {name:18s} carbon {v['carbon_kg']:>10,.0f} kg  avg JCT "
+                     f"{v['avg_jct_s']:>10,.0f} s  finished {v['jobs_finished']}/{z['jobs']}  "
+                     f"{z['jobs'] / v['sim_wall_s']:>7,.0f} jobs/s")
+
+    def check(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+    ca, ja = a["carbon_kg"] / ct["carbon_kg"], a["avg_jct_s"] / ct["avg_jct_s"]
+    lines.append(f"  (a) vs carbon-threshold at equal carbon: carbon {ca:.3f}x (within 1%: "
+                 f"{check(abs(ca - 1) <= 0.01)}), avg JCT {ja:.3f}x (<= 0.4: {check(ja <= 0.4)})")
+    cb, jb = b["carbon_kg"] / d["carbon_kg"], b["avg_jct_s"] / d["avg_jct_s"]
+    lines.append(f"  (b) budget 0.6x slurm-default: carbon {cb:.3f}x, avg JCT {jb:.3f}x "
+                 f"(<= 1.0: {check(jb <= 1.0)}), all finished: "
+                 f"{check(b['jobs_finished'] == z['jobs'])}")
+    cc, jc = b["carbon_kg"] / ps["carbon_kg"], b["avg_jct_s"] / ps["avg_jct_s"]
+    lines.append(f"  (c) (b) vs slurm-powersave: carbon {cc:.3f}x (<= 0.75: {check(cc <= 0.75)}),"
+                 f" avg JCT {jc:.3f}x (<= 1.05: {check(jc <= 1.05)})")
+    speed = min(z["jobs"] / a["sim_wall_s"], z["jobs"] / b["sim_wall_s"])
+    lines.append(f"  (d) greenflow speed {speed:,.0f} jobs/s (>= 2,000: {check(speed >= 2000)})")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default=str(builtin_trace()))
+    ap.add_argument("--carbon-dir", required=True, help="folder of ZONE/YEAR/ZONE_YEAR_hourly.csv")
+    ap.add_argument("--year", default="2021")
+    ap.add_argument("--zones", default="DE-LU,GB,US-CAL-CISO")
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
+    a = ap.parse_args()
+    cells = [(a.trace, str(Path(a.carbon_dir) / z / a.year / f"{z}_{a.year}_hourly.csv"), z,
+              a.nodes, a.gpus_per_node) for z in a.zones.split(",")]
+    with ProcessPoolExecutor(a.workers) as pool:
+        zones = list(pool.map(run_zone, cells))
+    for z in zones:
+        print("\n".join(figures(z)))
+    if a.json:
+        print(json.dumps(zones, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""GreenFlow's decisions: minimise average JCT subject to the carbon budget.
+
+At submit, every choice of (start, GPU count, power cap) is scored by
+``(1 - w) * JCT / JCT_now + w * carbon / carbon_now`` (``JCT_now``, ``carbon_now``: the job run
+now, unchanged), ties going to the lower carbon, with ``w`` the carbon weight that the budget's
+state sets (``observe.py``). Starts: now, and for a deferrable job (``slack_s``, a shiftable
+partition) every forecast hour within its slack. GPU counts: the powers of two in the job's
+allowed range on one node (the requested count when it gives none). Caps: ``caps_w``, their
+power and speed from the configuration models (``physics.job_cap``). A job that starts now on a
+cluster without a queue is placed by buddy allocation and network packing (``place.py``).
+
+Reconcile (hourly): re-plans as the forecast and the budget change: a deferred pending job's
+start moves to its best hour (earlier or later), a running job's cap follows the weight scaled
+by how dirty this hour is against the day ahead. Missing carbon data: every job goes in
+unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from ...errors import ConfigError, InputError
+from ...model import Action, Cluster, JobRequest, Placement
+from ...physics import job_class, node_base_power_w, node_resume_delay_s
+from ...physics.job_cap import capped_job
+from ..base import Context, plain_placement
+from .observe import observe, weight
+from .place import place
+from .predict import CarbonCurve
+from .settings import GreenFlowSettings, parse_settings
+
+NAME = "greenflow"
+DAY_S = 86400.0
+MOVE_S = 1800.0          # a re-planned start closer than this to the current one stays put
+WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
+
+
+def _gpus_per_node(cluster: Cluster) -> int:
+    return max((len(n.gpus) for n in cluster.nodes), default=8)
+
+
+def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
+    """Total GPU counts to try: powers of two in [min, max] on one node, else the request."""
+    total = req.total_gpus
+    lo, hi = req.min_gpus or total, req.max_gpus or total
+    if req.num_nodes > 1 or lo == hi:
+        return (total,)
+    out = tuple(g for g in (1, 2, 4, 8, 16, 32, 64) if lo <= g <= min(hi, gpn))
+    return out or (total,)
+
+
+def _cap_table(app: str, gpus: int, caps_w, gpu_model: str, gpn: int, base_w: float):
+    """(cap, job power_w incl. its share of node power, time multiplier) per cap."""
+    out = []
+    for cap in caps_w:
+        try:
+            gpu_w, slow = capped_job(app, gpus, cap, gpu_model, gpn)
+        except (ConfigError, InputError):    # no class for the app: only uncapped
+            return [(None, gpus * base_w / gpn, 1.0)] if cap is None else out
+        out.append((cap, gpus * (gpu_w + base_w / gpn), slow))
+    return out
+
+
+def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCurve,
+                options: list[tuple[int, float, list]], w: float):
+    """(score, start, gpus, cap, jct_s, carbon_g, jct_now_s, carbon_now_g) of the best choice.
+    ``options``: (gpus, run-time factor against the request, cap table) per GPU count; the
+    first option's first cap row is the request run now unchanged."""
+    _, factor0, caps0 = options[0]
+    jct0 = run_s * factor0 * caps0[0][2]
+    c0 = caps0[0][1] * jct0 * curve.mean_gco2_per_kwh(now_s, now_s + jct0) / 3.6e6
+    best = None
+    for gpus, factor, caps in options:
+        run_g = run_s * factor
+        means = [(s, curve.mean_gco2_per_kwh(s, s + run_g)) for s in starts]
+        for cap, power_w, slow in caps:
+            run = run_g * slow
+            for start, ci in means:
+                jct = start - now_s + run
+                carbon = power_w * run * ci / 3.6e6
+                score = (1 - w) * jct / jct0 + w * carbon / max(c0, 1e-9)
+                key = (score, carbon)
+                if best is None or key < best[0]:
+                    best = (key, start, gpus, cap, jct, carbon)
+    (score, _), start, gpus, cap, jct, carbon = best
+    return score, start, gpus, cap, jct, carbon, jct0, c0
+
+
+class GreenFlow:
+    name = NAME
+    # Idle nodes power down as with slurm-powersave: no budget is met while idle nodes burn.
+    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        s = parse_settings(ctx.settings)
+        r = ctx.readings
+        if r.carbon_g_per_kwh is None or not r.carbon_forecast:
+            return plain_placement(self.name, request, WARN_NO_CARBON)
+        now = ctx.now_s
+        curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
+        gpn = _gpus_per_node(ctx.cluster)
+        model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
+            ctx.cluster.nodes[0].gpus else "V100"
+        base_w = node_base_power_w()
+        total = request.total_gpus
+        options = []
+        for g in _gpu_options(request, gpn):
+            factor = 1.0
+            if g != total and request.app:
+                cls = job_class(request.app)
+                factor = cls.speedup(total) / cls.speedup(g)
+            options.append((g, factor, _cap_table(request.app, g, s.caps_w, model, gpn, base_w)))
+        starts = [now]
+        if request.slack_s and "defer" not in request.opt_out and s.may_shift(request.partition):
+            starts += [t for t, _ in curve.points if now < t <= now + request.slack_s]
+        run_s = request.time_limit_s or 3600.0
+        w = weight(s, ctx.history)
+        _, start, gpus, cap, jct, carbon, jct0, c0 = best_choice(now, run_s, starts, curve,
+                                                                options, w)
+        per_node = gpus // request.num_nodes if gpus >= request.num_nodes else gpus
+        nodes, indexes = (), ()
+        if start <= now and not ctx.cluster.pending_at_least(1):
+            spot = place(ctx.cluster, per_node, request.num_nodes)
+            if spot is not None:
+                nodes, indexes = spot
+        why = (f"carbon weight {w:.2f}: start +{start - now:.0f} s, {gpus} GPU(s), "
+               f"cap {cap or 'none'}; predicted JCT {jct:.0f} s and {carbon:.0f} g against "
+               f"{jct0:.0f} s and {c0:.0f} g run now unchanged",)
+        return Placement(policy=self.name, gpus=per_node, nodes=nodes, gpu_indexes=indexes,
+                         begin_s=start if start > now else None, power_cap_w=cap, why=why,
+                         predicted={"jct_s": jct, "co2_g": carbon, "jct_now_s": jct0,
+                                    "co2_now_g": c0, "carbon_weight": w})
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        s = parse_settings(ctx.settings)
+        r = ctx.readings
+        if r.carbon_g_per_kwh is None or not r.carbon_forecast:
+            return ()
+        seen = observe(s, ctx.history, r, ctx.now_s, node_base_power_w())
+        if seen is None:
+            return ()
+        actions = [Action(kind="observe", job_id="", policy=self.name, predicted=seen)]
+        w = weight(s, {**ctx.history, **seen})
+        now = ctx.now_s
+        curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
+        day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
+        w_now = min(1.0, w * r.carbon_g_per_kwh / day_ci) if day_ci > 0 else w
+        gpn = _gpus_per_node(ctx.cluster)
+        base_w = node_base_power_w()
+        model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
+            ctx.cluster.nodes[0].gpus else "V100"
+        for job in ctx.cluster.jobs.values():
+            if job.running and job.app:
+                gpus = len(job.uses) or job.gpus * job.num_nodes
+                cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
+                if cap != job.power_cap_w:
+                    actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,
+                                          power_cap_w=cap,
+                                          why=f"carbon weight {w_now:.1f} this hour"))
+            elif job.pending and job.begin_s is not None and job.slack_s \
+                    and s.may_shift(job.partition):
+                end = job.submit_s + job.slack_s
+                starts = [now] + [t for t, _ in curve.points if now < t <= end]
+                run_s = job.time_limit_s or 3600.0
+                caps = [(job.power_cap_w, 1.0, 1.0)]
+                _, start, *_ = best_choice(now, run_s, starts, curve, [(0, 1.0, caps)], w)
+                if abs(start - job.begin_s) >= MOVE_S:
+                    actions.append(Action(kind="defer", job_id=job.job_id, policy=self.name,
+                                          begin_s=start, why="re-planned on the new forecast"))
+        return tuple(actions)
+
+
+def _running_cap(app: str, gpus: int, caps_w, model: str, gpn: int, base_w: float,
+                 w: float) -> float | None:
+    """The cap minimising ``(1 - w) * slowdown + w * energy ratio`` of a running job (its
+    start is fixed: the carbon ratio is the energy ratio)."""
+    table = _cap_table(app, gpus, caps_w, model, gpn, base_w)
+    p0 = table[0][1]
+    return min(table, key=lambda c: ((1 - w) * c[2] + w * c[2] * c[1] / p0, c[2] * c[1]))[0]

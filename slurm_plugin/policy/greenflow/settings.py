@@ -1,0 +1,102 @@
+"""GreenFlow's site keys (the ``[greenflow]`` section) and their checks.
+
+A carbon budget for one period: ``budget_kg_per_day`` or ``budget_kg_per_week`` (periods aligned
+to UTC days / weeks from the epoch), or ``budget_kg`` over ``budget_period_s`` from
+``budget_start_s`` (what ``wattctl simulate --carbon-budget-kg`` sets). ``accounts`` holds
+per-account budgets per period (kg); ``zone`` the carbon zone; ``shiftable_partitions`` the
+partitions whose jobs may be shifted in time (empty: all). No budget: GreenFlow only takes the
+free savings (power caps that cost no time). A malformed value raises ``ConfigError`` naming
+the key and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import ConfigError
+
+SOURCE = "greenflow"
+DAY_S = 86400.0
+CAPS_W = (None, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0)   # V100 settable range: 100-250 W
+
+
+@dataclass(frozen=True, slots=True)
+class GreenFlowSettings:
+    budget_g: float | None = None        # per period; None: no budget
+    period_s: float = DAY_S
+    period_start_s: float | None = None  # None: periods aligned to the epoch
+    accounts_g: Mapping[str, float] = field(default_factory=dict)
+    zone: str = ""
+    shiftable_partitions: tuple[str, ...] = ()
+    caps_w: tuple[float | None, ...] = CAPS_W
+    gain: float = 20.0                   # carbon weight per budget overspent (share of the budget)
+
+    def period_of(self, now_s: float) -> tuple[float, float]:
+        """(start, end) of the budget period holding ``now_s``; past the last period of a
+        ``budget_kg`` run the period holds on (everything counts against the one budget)."""
+        if self.period_start_s is not None:
+            return self.period_start_s, self.period_start_s + self.period_s
+        start = math.floor(now_s / self.period_s) * self.period_s
+        return start, start + self.period_s
+
+    def may_shift(self, partition: str) -> bool:
+        return not self.shiftable_partitions or partition in self.shiftable_partitions
+
+
+def _kg(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0:
+        raise ConfigError(SOURCE, key, value, "give a carbon budget in kg CO2e, a number >= 0")
+    return float(value) * 1000.0
+
+
+def _seconds(key: str, value: Any, minimum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < minimum:
+        raise ConfigError(SOURCE, key, value, f"give seconds, a number >= {minimum:g}")
+    return float(value)
+
+
+def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
+    """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys)."""
+    given = [k for k in ("budget_kg_per_day", "budget_kg_per_week", "budget_kg")
+             if values.get(k) is not None]
+    if len(given) > 1:
+        raise ConfigError(SOURCE, given[1], values[given[1]],
+                          f"give one budget, not both {given[0]} and {given[1]}")
+    kw: dict[str, Any] = {}
+    if given == ["budget_kg_per_day"]:
+        kw["budget_g"] = _kg("budget_kg_per_day", values["budget_kg_per_day"])
+    elif given == ["budget_kg_per_week"]:
+        kw.update(budget_g=_kg("budget_kg_per_week", values["budget_kg_per_week"]),
+                  period_s=7 * DAY_S)
+    elif given == ["budget_kg"]:
+        if values.get("budget_period_s") is None or values.get("budget_start_s") is None:
+            raise ConfigError(SOURCE, "budget_kg", values["budget_kg"],
+                              "a budget for a whole period needs budget_start_s and "
+                              "budget_period_s (or use budget_kg_per_day / budget_kg_per_week)")
+        kw.update(budget_g=_kg("budget_kg", values["budget_kg"]),
+                  period_s=_seconds("budget_period_s", values["budget_period_s"], 1.0),
+                  period_start_s=_seconds("budget_start_s", values["budget_start_s"], 0.0))
+    accounts = values.get("accounts")
+    if accounts is not None:
+        if not isinstance(accounts, Mapping):
+            raise ConfigError(SOURCE, "accounts", accounts,
+                              "give a table of account = kg CO2e per period")
+        kw["accounts_g"] = {str(a): _kg(f"accounts.{a}", v) for a, v in accounts.items()}
+    zone = values.get("zone")
+    if zone is not None:
+        if not isinstance(zone, str) or not zone.strip() or any(c.isspace() for c in zone.strip()):
+            raise ConfigError(SOURCE, "zone", zone,
+                              "give an Electricity Maps zone id such as DE-LU or GB")
+        kw["zone"] = zone.strip()
+    parts = values.get("shiftable_partitions")
+    if parts is not None:
+        if isinstance(parts, str) or not all(isinstance(p, str) and p for p in parts):
+            raise ConfigError(SOURCE, "shiftable_partitions", parts,
+                              "give a list of partition names, e.g. [\"batch\"] (empty: all)")
+        kw["shiftable_partitions"] = tuple(parts)
+    return GreenFlowSettings(**kw)

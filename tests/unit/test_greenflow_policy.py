@@ -1,0 +1,174 @@
+"""GreenFlow's settings, placement, decisions and the simulator's power caps."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slurm_plugin.errors import ConfigError
+from slurm_plugin.model import Cluster, Gpu, Job, JobRequest, Node, Readings
+from slurm_plugin.physics.job_cap import capped_job
+from slurm_plugin.policy import get_policy
+from slurm_plugin.policy.base import Context
+from slurm_plugin.policy.greenflow.observe import SPENT_G, WEIGHT, observe
+from slurm_plugin.policy.greenflow.place import buddy_block, place, switch_of
+from slurm_plugin.policy.greenflow.settings import parse_settings
+from slurm_plugin.sim.cluster import ClusterSpec
+from slurm_plugin.sim.engine import Simulator
+from slurm_plugin.sim.trace import read_trace
+
+H = 3600.0
+
+
+@pytest.mark.parametrize("values, key", [
+    ({"budget_kg_per_day": "ten"}, "budget_kg_per_day"),
+    ({"budget_kg_per_week": -1}, "budget_kg_per_week"),
+    ({"budget_kg_per_day": 1, "budget_kg_per_week": 7}, "budget_kg_per_week"),
+    ({"budget_kg": 5}, "budget_kg"),
+    ({"budget_kg": 5, "budget_start_s": 0, "budget_period_s": 0}, "budget_period_s"),
+    ({"zone": "DE LU"}, "zone"),
+    ({"accounts": {"physics": "lots"}}, "accounts.physics"),
+    ({"shiftable_partitions": "gpu"}, "shiftable_partitions"),
+])
+def test_malformed_settings_name_the_key_and_value(values, key):
+    with pytest.raises(ConfigError) as err:
+        parse_settings(values)
+    assert err.value.key == key and err.value.source == "greenflow"
+
+
+def test_settings_periods():
+    day = parse_settings({"budget_kg_per_day": 2})
+    assert day.budget_g == 2000 and day.period_of(1.5 * 86400) == (86400, 2 * 86400)
+    week = parse_settings({"budget_kg_per_week": 7, "zone": "GB"})
+    assert week.period_s == 7 * 86400 and week.zone == "GB"
+    assert parse_settings({}).budget_g is None
+
+
+def nodes_of(rng, n_nodes, gpn, per_switch):
+    out = []
+    for i in range(n_nodes):
+        gpus = tuple(Gpu(node=f"n{i}", index=k, exclusive_job="x" if rng.random() < 0.5 else None)
+                     for k in range(gpn))
+        out.append(Node(name=f"n{i}", gpus=gpus,
+                        features=(f"switch=s{i // per_switch}",) if per_switch else ()))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("case", range(60))
+def test_placement_invariants_over_cluster_shapes(case):
+    rng = random.Random(case)
+    gpn = rng.choice([1, 2, 4, 8])
+    cl = Cluster(nodes=nodes_of(rng, rng.randint(1, 12), gpn, rng.choice([0, 1, 2, 4])))
+    want = rng.randint(1, gpn)
+    spot = place(cl, want, 1)
+    blocks = [n for n in cl.nodes if buddy_block(n, want) is not None]
+    assert (spot is None) == (not blocks)
+    if spot:
+        (name,), idx = spot
+        node = cl.node(name)
+        size = 1 << (want - 1).bit_length()
+        assert len(idx) == want and idx[0] % size == 0 and idx == tuple(range(idx[0], idx[0] + want))
+        assert all(node.gpus[i].is_free for i in range(idx[0], idx[0] + size))
+        assert len(node.free_gpus()) == min(len(n.free_gpus()) for n in blocks)   # best fit
+    k = rng.randint(2, 4)
+    multi = place(cl, gpn, k)
+    whole = [n for n in cl.nodes if len(n.free_gpus()) == gpn]
+    assert (multi is None) == (len(whole) < k)
+    if multi:
+        names, _ = multi
+        assert len(set(names)) == k and all(cl.node(n) in whole for n in names)
+        per = {}
+        for n in whole:
+            per.setdefault(switch_of(n), 0)
+            per[switch_of(n)] += 1
+        used = {switch_of(cl.node(n)) for n in names}
+        if max(per.values()) >= k:
+            assert len(used) == 1
+
+
+def ctx(history=None, settings=None, ci=300.0, forecast=None, cluster=None):
+    fc = forecast if forecast is not None else tuple((H * h, 300.0 - 20 * h) for h in range(1, 12))
+    return Context(cluster=cluster or Cluster(nodes=()), now_s=0.0, settings=settings or {},
+                   history=history or {},
+                   readings=Readings(carbon_g_per_kwh=ci, carbon_forecast=fc,
+                                     cluster_power_w=10_000.0))
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_advice_stays_within_the_jobs_slack_range_and_the_boards_caps(case):
+    rng = random.Random(case)
+    p = get_policy("greenflow")
+    slack = rng.choice([None, H, 6 * H])
+    req = JobRequest(gpus=rng.choice([1, 2, 4]), slack_s=slack, time_limit_s=rng.choice([600, 7200]),
+                     app=rng.choice(["vgg16", "resnet18", "alexnet", "lstm"]))
+    w = rng.random()
+    fc = tuple((H * h, rng.uniform(50, 500)) for h in range(1, 48))
+    pl = p.advise(req, ctx({WEIGHT: w}, {"budget_kg_per_day": 100}, rng.uniform(50, 500), fc))
+    assert pl.gpus == req.gpus
+    assert pl.begin_s is None or 0 < pl.begin_s <= (slack or 0)
+    assert pl.power_cap_w is None or 100 <= pl.power_cap_w <= 250
+    # carbon never worse than running now unchanged, JCT never worse when carbon has no weight
+    assert pl.predicted["co2_g"] <= pl.predicted["co2_now_g"] * (1 + 1e-9) or w < 1
+    free = p.advise(req, ctx({}, {}, rng.uniform(50, 500), fc))
+    assert free.begin_s is None and free.predicted["jct_s"] == pytest.approx(free.predicted["jct_now_s"])
+
+
+def test_a_tight_budget_defers_to_the_clean_hours_and_missing_carbon_changes_nothing():
+    p = get_policy("greenflow")
+    req = JobRequest(gpus=1, slack_s=10 * H, time_limit_s=H, app="vgg16")
+    pl = p.advise(req, ctx({WEIGHT: 1.0}, {"budget_kg_per_day": 1}))
+    assert pl.begin_s == 10 * H and pl.power_cap_w is not None
+    none = p.advise(req, ctx(ci=None, forecast=()))
+    assert not none.changes_anything and "carbon data missing" in none.why[0]
+    assert p.reconcile(ctx(ci=None, forecast=())) == ()
+
+
+def test_observe_paces_the_budget():
+    s = parse_settings({"budget_kg": 10, "budget_start_s": 0, "budget_period_s": 10 * H})
+    first = observe(s, {}, Readings(carbon_g_per_kwh=500.0, cluster_power_w=1e6), 0.0, 0.0)
+    assert first[SPENT_G] == 0.0 and observe(s, first, Readings(), 60.0, 0.0) is None
+    # 1 MW at 500 g/kWh for an hour: 500 kg against a 1 kg pro-rata share: carbon is all
+    over = observe(s, first, Readings(carbon_g_per_kwh=500.0, cluster_power_w=1e6), H, 0.0)
+    assert over[SPENT_G] == pytest.approx(500_000) and over[WEIGHT] == 1.0
+    under = observe(s, first, Readings(carbon_g_per_kwh=1.0, cluster_power_w=1.0), H, 0.0)
+    assert under[WEIGHT] == 0.0
+
+
+def test_reconcile_caps_running_jobs_and_moves_deferred_starts():
+    p = get_policy("greenflow")
+    node = Node(name="n0", gpus=(Gpu(node="n0", index=0, exclusive_job="1"),))
+    jobs = {"1": Job(job_id="1", state="RUNNING", gpus=1, app="vgg16",
+                     uses=()),
+            "2": Job(job_id="2", state="PENDING", gpus=1, app="vgg16", begin_s=9 * H,
+                     slack_s=10 * H, time_limit_s=H)}
+    falling = tuple((H * h, 300.0 - 20 * h) for h in range(1, 12))
+    overspent = {"greenflow.last_s": -H, SPENT_G: 1e9, "greenflow.period_start_s": 0.0}
+    c = ctx(overspent, {"budget_kg_per_day": 0.001}, 300.0,
+            falling, Cluster(nodes=(node,), jobs=jobs))
+    kinds = {(a.kind, a.job_id): a for a in p.reconcile(c)}
+    assert ("observe", "") in kinds
+    assert kinds[("power_cap", "1")].power_cap_w is not None
+    assert kinds[("defer", "2")].begin_s == 10 * H
+
+
+def test_the_engine_applies_a_cap_through_the_configuration_model(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\na,0,1000,1,vgg16,9000\n")
+    jobs = read_trace(path, "canonical")
+
+    class Capped:
+        name = "capped"
+
+        def advise(self, request, ctx):
+            from slurm_plugin.model import Placement
+            return Placement(policy=self.name, gpus=request.gpus, power_cap_w=125.0)
+
+        def reconcile(self, ctx):
+            return ()
+    spec = ClusterSpec(nodes=1, gpus_per_node=1)
+    plain = Simulator(jobs, spec, get_policy("slurm-default")).run()
+    capped = Simulator(jobs, spec, Capped()).run()
+    power_w, slow = capped_job("vgg16", 1, 125.0)
+    assert slow > 1 and capped["avg_jct_s"] == pytest.approx(1000 * slow)
+    assert capped["gpu_energy_kwh"] < plain["gpu_energy_kwh"]
