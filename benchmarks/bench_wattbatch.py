@@ -3,7 +3,7 @@ called directly (``wattbatch ...``) and installed as ``sbatch`` (contrib/sbatch'
 PATH, the client runs ``sbatch ...``; wattbatch then skips the shim and runs Slurm's sbatch).
 
 Submits the same small held job N times each way (interleaved, so all see the same load),
-cancels every job, and prints the medians and the median added latency of each path
+cancels each job right after its submission, and prints the medians and the median added latency of each path
 (goal: <= 50 ms on both). ``--share``: the co-location path (policy eaco, ``--wb-share
 --wb-app resnet18``, with two shared jobs running first, so the policy reads the snapshot and
 the GPU readings and renders the shared-GPU template).
@@ -91,7 +91,9 @@ def main() -> None:
                 for name, (cmd, env) in ways.items():
                     t, job = submit(cmd, script, env)
                     times[name].append(t)
-                    ids.append(job)
+                    # cancelled at once: every submission sees the same queue (a growing
+                    # queue would make each snapshot, and so each later call, slower)
+                    subprocess.run(["scancel", job], capture_output=True)
         finally:
             subprocess.run(["scancel", *ids, "--name=bench"], capture_output=True)
     plain = statistics.median(times["sbatch"])

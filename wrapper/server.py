@@ -23,8 +23,7 @@ import struct
 import sys
 import time
 
-from .server_client import (HEADER_BYTES, PROTOCOL, code_stamp, frame, read_frame,
-                            socket_path)
+from .server_client import HEADER_BYTES, PROTOCOL, code_stamp, frame, read_exact, socket_path
 
 MAX_REQUEST_BYTES = 16 << 20
 MAX_FDS = 64
@@ -143,12 +142,9 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]] | None:
     size = int.from_bytes(head, "big")
     if size > MAX_REQUEST_BYTES:
         return None
-    body = b""
-    while len(body) < size:
-        chunk = conn.recv(size - len(body))
-        if not chunk:
-            return None
-        body += chunk
+    body = read_exact(conn, size)
+    if body is None:
+        return None
     req = marshal.loads(body)
     return (req, fds) if isinstance(req, dict) and req.get("protocol") == PROTOCOL else None
 

@@ -125,14 +125,14 @@ def frame(payload: bytes) -> bytes:
 
 
 def read_frame(conn: socket, limit: int) -> bytes | None:
-    head = _read_exact(conn, HEADER_BYTES)
+    head = read_exact(conn, HEADER_BYTES)
     if head is None:
         return None
     size = int.from_bytes(head, "big")
-    return _read_exact(conn, size) if size <= limit else None
+    return read_exact(conn, size) if size <= limit else None
 
 
-def _read_exact(conn: socket, size: int) -> bytes | None:
+def read_exact(conn: socket, size: int) -> bytes | None:
     buf = b""
     while len(buf) < size:
         chunk = conn.recv(size - len(buf))
