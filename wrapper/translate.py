@@ -13,6 +13,7 @@ exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
 always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S``
+                                        (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
 memory cap, elastic                     see ``templates/``
 =====================================  =========================================================

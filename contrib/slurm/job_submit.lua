@@ -2,15 +2,16 @@
 job_submit.lua for sites running wattbatch (JobSubmitPlugins=lua in slurm.conf; the file
 goes next to slurm.conf). It runs inside slurmctld, so what it writes is out of users' reach:
 it records in the job's AdminComment (which only an administrator can change) who submitted
-the job and what the job declared at submission:
+the job, what the job declared at submission and what wattbatch decided:
 
-  AdminComment=wb:uid=1000;declared_app=bert;tagged=1
+  AdminComment=wb:uid=1000;declared_app=bert;tagged=1;policy=eaco;share=shard:1
 
-`declared_app` is the `app=` of the comment and `tagged` whether the comment carried a
-wattbatch `wb:` tag. Both are hints (any user can write any comment), never credentials;
-recorded here they cannot be changed after the fact (`scontrol update Comment=...` by the
-user leaves the AdminComment as it was). The user's comment itself is left untouched.
-If REQUIRE_WATTBATCH is true, GPU jobs whose comment has no `wb:` tag are refused.
+`declared_app` is the `app=` of the comment, `tagged` whether the comment carried a wattbatch
+`wb:` tag, `policy` and `share` that tag's. All are hints (any user can write any comment),
+never credentials; recorded here they cannot be changed after the fact (`scontrol update
+Comment=...` by the user leaves the AdminComment as it was). wattbatch's tag (the one word of
+the comment that starts with `wb:`) is taken out of the comment, so the job keeps exactly the
+comment its user gave. If REQUIRE_WATTBATCH is true, GPU jobs without the tag are refused.
 ]]
 
 local REQUIRE_WATTBATCH = false
@@ -28,9 +29,22 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     slurm.log_user("GPU jobs on this cluster are submitted with wattbatch (same options as sbatch)")
     return slurm.ERROR
   end
-  local app = string.match(comment, "app=([%w%._%-]+)") or ""
-  job_desc.admin_comment = string.format("wb:uid=%d;declared_app=%s;tagged=%d",
-                                         submit_uid, app, tagged and 1 or 0)
+  local tag = string.match(" " .. comment, "%s(wb:%S*)")
+  local app = (tag and string.match(tag, "[:;]app=([%w%._%-]+)"))
+      or string.match(comment, "app=([%w%._%-]+)") or ""
+  local record = string.format("wb:uid=%d;declared_app=%s;tagged=%d",
+                               submit_uid, app, tagged and 1 or 0)
+  if tag then
+    for _, key in ipairs({"policy", "share"}) do
+      local value = string.match(tag, "[:;]" .. key .. "=([^;%s]+)")
+      if value then
+        record = record .. ";" .. key .. "=" .. value
+      end
+    end
+    local rest = string.gsub(" " .. comment, "%s+wb:%S*", "", 1)
+    job_desc.comment = string.gsub(rest, "^%s+", "")
+  end
+  job_desc.admin_comment = record
   return slurm.SUCCESS
 end
 

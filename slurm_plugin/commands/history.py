@@ -21,7 +21,8 @@ def history() -> None:
               default="-", show_default=True, help="File to write, - for stdout.")
 def export(since: str | None, until: str | None, output: str) -> None:
     """Run `sacct -a -X -P -o JobIDRaw,JobName,User,Account,Partition,Submit,Start,End,Elapsed,
-    Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,Comment` and write what it prints.
+    Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,AdminComment,Comment` and write what it
+    prints.
 
     sacct selects jobs by eligible time: a job cancelled while it waited for a --begin later
     than --until is not listed."""

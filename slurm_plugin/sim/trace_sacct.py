@@ -1,10 +1,11 @@
 """Trace reader for a site's own accounting: the output of ``wattctl history export``, i.e.
 
     sacct -a -X -P -o JobIDRaw,JobName,User,Account,Partition,Submit,Start,End,Elapsed,
-                      Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,Comment
+                      Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,AdminComment,Comment
 
 It yields the same ``TraceJob`` rows as ``trace.read_trace`` (absolute submit times, run time
-from ``Elapsed``, GPUs from ``AllocTRES``, ``app=`` from the comment), and a ``SacctSummary``
+from ``Elapsed``, GPUs from ``AllocTRES``, the class from job_submit.lua's record in AdminComment
+or the comment's ``app=``), and a ``SacctSummary``
 that counts every row it did not replay and says why: no GPUs, still running, pending,
 cancelled before start, never started, ran zero seconds. Nothing is dropped silently.
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from ..errors import InputError
+from ..slurm.parse import recorded_app
 from ..slurm.sacct_rows import duration_s
 from ..slurm.sacct_rows import split_row as _split_row
 from ..physics.classes import class_names
@@ -35,7 +37,7 @@ from .trace import TraceJob
 
 FIELDS = ("JobIDRaw", "JobName", "User", "Account", "Partition", "Submit", "Start", "End",
           "Elapsed", "Timelimit", "State", "ExitCode", "ReqTRES", "AllocTRES", "NodeList",
-          "Comment")
+          "AdminComment", "Comment")
 SACCT_ARGS = ("-a", "-X", "-P", "-o", ",".join(FIELDS))
 
 # why a row is not replayed -> what the summary calls it
@@ -105,11 +107,16 @@ def _local_s(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").timestamp()
 
 
-def app_of(comment: str) -> str:
-    """The ``app=NAME`` of a comment when NAME is a known job class, else ''."""
-    m = _APP.search(comment)
-    name = m.group(1).lower() if m else ""
-    return name if name in class_names() else ""
+def app_of(comment: str, admin_comment: str = "") -> str:
+    """The job's class when it is a known one, else '': the one job_submit.lua recorded in
+    AdminComment at submission (``declared_app=NAME``, as the live snapshot reads it), else
+    the ``app=NAME`` of the comment (an export without AdminComment, a site without the
+    plugin)."""
+    name = recorded_app(admin_comment)
+    if name is None:
+        m = _APP.search(comment)
+        name = m.group(1) if m else ""
+    return name.lower() if name.lower() in class_names() else ""
 
 
 def read_sacct_lines(lines: Iterable[str], path: str, *, shards_per_gpu: int = 4,
@@ -125,7 +132,8 @@ def read_sacct_lines(lines: Iterable[str], path: str, *, shards_per_gpu: int = 4
             continue
         if not header:
             header = tuple(text.split("|"))
-            if sorted(header) != sorted(FIELDS):
+            if set(header) not in (set(FIELDS), set(FIELDS) - {"AdminComment"}) or \
+                    len(set(header)) != len(header):       # earlier exports had no AdminComment
                 raise _fail(path, line, f"header {text!r} is not sacct -P -o {','.join(FIELDS)}"
                             "; export with `wattctl history export`")
             continue
@@ -165,7 +173,8 @@ def read_sacct_lines(lines: Iterable[str], path: str, *, shards_per_gpu: int = 4
                 gpus = max(1, math.ceil(shares / (100 if "gres/mps" in tres else shards_per_gpu)))
             jobs.append(TraceJob(job_id=job_id, submit_s=_local_s(row["Submit"]),
                                  duration_s=duration_s(row["Elapsed"]), num_gpus=gpus, line=line,
-                                 user=row["User"], app=app_of(row["Comment"]),
+                                 user=row["User"],
+                                 app=app_of(row["Comment"], row.get("AdminComment", "")),
                                  time_limit_s=duration_s(row["Timelimit"])))
     if not header:
         raise _fail(path, 1, "empty file (no sacct header)")

@@ -160,12 +160,19 @@ def app_from_comment(comment: str) -> str:
 _DECLARED = re.compile(r"^wb:(?:.*;)?declared_app=([^;\s]*)")
 
 
+def recorded_app(admin_comment: str) -> str | None:
+    """The class job_submit.lua recorded in AdminComment at submission (``wb:uid=..;
+    declared_app=NAME;..``, "" when the job declared none); None without that record."""
+    m = _DECLARED.match(admin_comment or "")
+    return m.group(1) if m else None
+
+
 def declared_app(admin_comment: str, comment: str) -> str:
     """The class a job declared at submission, as ``contrib/slurm/job_submit.lua`` recorded it
     in AdminComment (``wb:uid=..;declared_app=NAME;..``), which users cannot change; without
     that record, the ``app=`` of the comment. Either way a hint, never a credential."""
-    m = _DECLARED.match(admin_comment or "")
-    return m.group(1) if m else app_from_comment(comment)
+    recorded = recorded_app(admin_comment)
+    return app_from_comment(comment) if recorded is None else recorded
 
 
 def _gpu_index(gres_type: str) -> int | None:

@@ -23,13 +23,13 @@ pytestmark = pytest.mark.cluster
 def test_sacct_rows_with_the_delimiter_in_name_and_comment(localcluster, tmp_path):
     cfg = localcluster.config()
     job_id = actions.submit(["--output=/dev/null", f"--chdir={tmp_path}", "-J", "a|b",
-                             "--comment=wb:x|y;app=bert"], "#!/bin/bash\ntrue\n", cfg)
+                             "--comment=note x|y;app=bert"], "#!/bin/bash\ntrue\n", cfg)
     deadline = time.monotonic() + 30          # the comment reaches sacct when the job ends
     while not (found := [r for r in history(cfg, since="now-1hours")
                          if r.job_id == job_id and r.state == "COMPLETED"]):
         assert time.monotonic() < deadline, "sacct never showed the job"
         time.sleep(1)
-    assert found[0].name == "a|b" and found[0].comment == "wb:x|y;app=bert"
+    assert found[0].name == "a|b" and found[0].comment == "note x|y;app=bert"
 
 
 def test_reconcile_warns_on_a_damaged_journal_and_bad_telemetry(localcluster, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import operator
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,14 +31,22 @@ def through_shim(tmp_path, monkeypatch):
     return shim
 
 
+def _policy(admin_comment: str) -> str:
+    """``policy=P`` from job_submit.lua's record (``wb:uid=..;..;policy=P``), else ""."""
+    parts = admin_comment.replace(" ", ";").split(";")
+    return next((p for p in parts if p.startswith("policy=")), "")
+
+
 def comments(job_ids: list[str], timeout_s: float = 30) -> dict[str, str]:
-    """Job id -> Comment as accounting recorded it once the jobs ended (sacct)."""
+    """Job id -> ``COMMENT|policy=P`` as accounting recorded them once the jobs ended (sacct):
+    the job's Comment (the user's own: job_submit.lua takes wattbatch's ``wb:`` tag out of it)
+    and the policy of that tag, which job_submit.lua recorded in the AdminComment."""
     deadline = time.monotonic() + timeout_s
     while True:
-        out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,Comment", "-j",
-                              ",".join(job_ids)], capture_output=True, text=True).stdout
-        found = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
-        base = {j.split("_")[0]: c for j, c in found.items()}
+        out = subprocess.run(["sacct", "-n", "-P", "-X", "-o", "JobID,AdminComment,Comment",
+                              "-j", ",".join(job_ids)], capture_output=True, text=True).stdout
+        rows = [line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2]
+        base = {j.split("_")[0]: f"{c}|{_policy(admin)}" for j, admin, c in rows if admin}
         if all(base.get(j) for j in job_ids) or time.monotonic() > deadline:
             return base
         time.sleep(0.5)
@@ -52,7 +61,7 @@ def test_submitit_plain_gres_and_array(localcluster, through_shim, tmp_path):
     jobs = executor.map_array(operator.mul, [1, 2, 3], [1, 2, 3])
     assert job.result() == 49 and [j.result() for j in jobs] == [1, 4, 9]
     tags = comments([job.job_id, jobs[0].job_id.split("_")[0]])
-    assert set(tags.values()) == {"wb:policy=slurm-default"}, tags
+    assert set(tags.values()) == {"|policy=slurm-default"}, tags
 
 
 def test_dask_jobqueue_cluster(localcluster, through_shim, tmp_path):
@@ -66,9 +75,11 @@ def test_dask_jobqueue_cluster(localcluster, through_shim, tmp_path):
         with distributed.Client(cluster) as client:
             assert client.submit(operator.mul, 5, 5).result(timeout=120) == 25
             ids = [w.job_id for w in cluster.workers.values()]
-            running = subprocess.run(["squeue", "-h", "-o", "%k", "-j", ",".join(ids)],
-                                     capture_output=True, text=True).stdout
-        assert ids and running == "wb:policy=slurm-default\n" * len(ids)
+            shown = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True,
+                                   text=True).stdout.splitlines()
+        records = [re.search(r"AdminComment=(\S*)", line).group(1) for line in shown
+                   if line.split()[0].removeprefix("JobId=") in ids]
+        assert ids and [_policy(a) for a in records] == ["policy=slurm-default"] * len(ids)
 
 
 MAESTRO_SPEC = """
@@ -118,5 +129,5 @@ def test_maestro_workflow_through_the_shim(localcluster, through_shim, tmp_path)
     rows = [line.split(",") for line in (out / "status.csv").read_text().splitlines()[1:]]
     ids = {row[0]: row[1] for row in rows}                      # step name -> job id
     tags = comments(list(ids.values()))
-    assert tags[ids["first"]] == "writes a file wb:policy=slurm-default", tags
-    assert tags[ids["second"]] == "reads it after first ended wb:policy=slurm-default", tags
+    assert tags[ids["first"]] == "writes a file|policy=slurm-default", tags
+    assert tags[ids["second"]] == "reads it after first ended|policy=slurm-default", tags

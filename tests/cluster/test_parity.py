@@ -5,9 +5,11 @@ working directory through Slurm's own sbatch and through wattbatch installed as 
 (``scontrol write batch_script``) and, for jobs that run, their output.
 
 Documented differences, and only these, are allowed (each counted in the summary):
-* Comment: wattbatch's ``wb:`` tag (after the user's comment); also in ``sbatch -v`` output
-  and in 26.05's ``SubmitLine`` (the command line as sbatch was given it);
-* AdminComment: ``tagged=1`` where job_submit.lua (the local cluster runs it) saw that tag;
+* wattbatch's ``wb:`` tag (added to the user's ``--comment``) in ``sbatch -v`` output and in
+  26.05's ``SubmitLine`` (the command line as sbatch was given it); the job's Comment is the
+  user's own, as job_submit.lua (the local cluster runs it) takes the tag out (without it the
+  tag stays in Comment, also a documented difference);
+* AdminComment: ``tagged=1;policy=..;share=..`` where job_submit.lua recorded that tag;
 * ``--help``: wattbatch's options after sbatch's help; without a usable Slurm configuration,
   wattbatch's own help with exit 0 and a note on stderr;
 * ``--version``: ``wattbatch VERSION`` after sbatch's line.
@@ -136,7 +138,7 @@ def comparable(side: Side, case: Case, plain: Side | None, kinds: set[str]) -> d
             theirs = plain_fields(plain, side, job).get("AdminComment", "")
             ours = re.sub(r";declared_app=[^;]*", _DECLARED.search(theirs).group(0)
                           if _DECLARED.search(theirs) else "", row["AdminComment"])
-            ours = ours.replace(";tagged=1", ";tagged=0")
+            ours = re.sub(r";(policy|share)=[^;\s]*", "", ours.replace(";tagged=1", ";tagged=0"))
             if ours != row["AdminComment"]:
                 kinds.add("submit tag")
                 row["AdminComment"] = ours

@@ -67,7 +67,7 @@ def show(job_id: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, _, rest = line.strip().partition("=")
-        if key in ("Comment", "Command", "StdOut", "StdErr", "StdIn", "WorkDir"):
+        if key in ("Comment", "AdminComment", "Command", "StdOut", "StdErr", "StdIn", "WorkDir"):
             fields[key] = rest.strip()
             continue
         for m in re.finditer(r"([\w:/]+)=(.*?)(?=\s+[\w:/]+=|$)", line.strip()):
@@ -97,7 +97,8 @@ def test_script_directives_and_command_line(localcluster, script, tmp_path):
     assert done.stderr == ""
     assert job["JobName"] == "from-script" and job["TimeLimit"] == "00:03:00"
     assert job["Partition"] == "gpu" and job["TresPerNode"] == "gres:gpu:2"
-    assert job["Comment"] == "script comment wb:policy=slurm-default;app=resnet50"
+    assert job["Comment"] == "script comment"         # job_submit.lua took the wb: tag out
+    assert job["AdminComment"].endswith("declared_app=resnet50;tagged=1;policy=slurm-default")
     assert job["StdOut"] == f"{tmp_path}/from-script-{job['JobId']}.out"
     assert job["Command"].split()[0] == str(script)   # 24.11+ show no arguments here
     subprocess.run(["scontrol", "release", job["JobId"]], check=True, timeout=30)
@@ -116,7 +117,8 @@ def test_spread_of_sbatch_options(localcluster, tmp_path):
     assert job["JobName"] == "opts" and job["ArrayTaskId"] == "1-3%2"
     assert job["ReqNodeList"] == "gpu2" and job["NumTasks"] == "2" and job["Nice"] == "5"
     assert job["OverSubscribe"] == "NO" and job["Requeue"] == "1"
-    assert job["TresPerNode"] == "gres:gpu:1" and job["Comment"] == "wb:policy=slurm-default"
+    assert job["TresPerNode"] == "gres:gpu:1" and "Comment" not in job
+    assert job["AdminComment"].endswith(";tagged=1;policy=slurm-default")
 
 
 def test_parsable_stdin_and_pinned_shards(localcluster, script, tmp_path):
@@ -129,7 +131,8 @@ def test_parsable_stdin_and_pinned_shards(localcluster, script, tmp_path):
     assert piped.returncode == 0, piped.stderr
     job = show(piped.stdout.strip())
     assert job["TresPerNode"] == "gres:shard:g3:1" and job["ReqNodeList"] == "gpu4"
-    assert job["JobName"] == "from-script" and "share=shard:1" in job["Comment"]
+    assert job["JobName"] == "from-script" and job["Comment"] == "script comment"
+    assert job["AdminComment"].endswith(";policy=test-pin;share=shard:1")
     assert "wattbatch: explain: pin gpu4 gpu 3" in piped.stderr
 
 
@@ -165,6 +168,7 @@ def test_fail_open_when_influxdb_is_unreachable(localcluster, script):
     job = show(job_id(done))
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("wattbatch: warning:")
     assert job["Comment"] == "script comment" and "TresPerNode" not in job   # unchanged
+    assert job["AdminComment"].endswith(";tagged=0")
 
 
 def test_controller_down_is_reported_as_sbatch_reports_it(localcluster, script, tmp_path):

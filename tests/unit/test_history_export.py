@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from slurm_plugin.cli import group as wattctl
 
 EXACT = ["-a", "-X", "-P", "-o", "JobIDRaw,JobName,User,Account,Partition,Submit,Start,End,"
-         "Elapsed,Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,Comment"]
+         "Elapsed,Timelimit,State,ExitCode,ReqTRES,AllocTRES,NodeList,AdminComment,Comment"]
 
 
 def _fake_sacct(tmp_path):
