@@ -25,7 +25,8 @@ def _utc(t_s: float | None) -> str:
 
 @click.group("carbon")
 def carbon() -> None:
-    """Grid carbon intensity: load CSV files into InfluxDB, show what is stored."""
+    """Grid carbon intensity: load CSV files into InfluxDB, show what is stored, and the
+    carbon budget against what jobs spent."""
 
 
 @carbon.command("import")
@@ -72,3 +73,33 @@ def show(zone: str | None, as_json: bool) -> None:
                f"gCO2eq/kWh: min {s.min:.1f}, mean {s.mean:.1f}, max {s.max:.1f}\n"
                f"now ({_utc(s.now_s)}): {s.now_gco2_per_kwh:.1f} gCO2eq/kWh (latest point at or "
                "before now)")
+
+
+@carbon.command("budget")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def budget(as_json: bool) -> None:
+    """The carbon budget of this period ([greenflow] in the site config) against what jobs
+    spent (job_energy), per account; the forecast to the period's end; the jobs deferred or
+    capped in it."""
+    from ..telemetry.carbon_budget import budget_report
+    r = budget_report(config.load(), time.time())
+    if as_json:
+        click.echo(json.dumps(r))
+        return
+
+    def kg(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.3f} kg"
+    p = r["period"]
+    click.echo(f"cluster {r['cluster']}, zone {r['zone'] or '-'}: period "
+               f"{_utc(p['start_s'])} .. {_utc(p['end_s'])}")
+    click.echo(f"  budget {kg(r['budget_kg'])}, spent {kg(r['spent_kg'])}, forecast to the end "
+               f"{kg(r['forecast_kg'])}" + ("" if r["budget_kg"] is not None else
+                                            " (no budget: set [greenflow] budget_kg_per_day)"))
+    for a in r["accounts"]:
+        click.echo(f"  account {a['account'] or '-'}: spent {kg(a['spent_kg'])}"
+                   + (f" of {kg(a['budget_kg'])}" if a["budget_kg"] is not None else ""))
+    for key in ("deferred", "capped"):
+        jobs = sorted({str(m["job_id"]) for m in r[key]})
+        click.echo(f"  {key}: {len(jobs)} job(s)" + (f": {', '.join(jobs)}" if jobs else ""))
+    for w in r["warnings"]:
+        click.echo(f"  warning: {w}", err=True)

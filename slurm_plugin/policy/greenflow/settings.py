@@ -63,7 +63,8 @@ def _seconds(key: str, value: Any, minimum: float) -> float:
 def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
     """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys)."""
     given = [k for k in ("budget_kg_per_day", "budget_kg_per_week", "budget_kg")
-             if values.get(k) is not None]
+             if values.get(k) is not None
+             and not (k != "budget_kg" and values.get(k) == 0)]     # the site config's "none"
     if len(given) > 1:
         raise ConfigError(SOURCE, given[1], values[given[1]],
                           f"give one budget, not both {given[0]} and {given[1]}")
@@ -94,9 +95,11 @@ def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
                               "give an Electricity Maps zone id such as DE-LU or GB")
         kw["zone"] = zone.strip()
     parts = values.get("shiftable_partitions")
+    if isinstance(parts, str):                      # the site config's "gpu,long" form
+        parts = [p.strip() for p in parts.split(",") if p.strip()]
     if parts is not None:
-        if isinstance(parts, str) or not all(isinstance(p, str) and p for p in parts):
-            raise ConfigError(SOURCE, "shiftable_partitions", parts,
-                              "give a list of partition names, e.g. [\"batch\"] (empty: all)")
+        if not all(isinstance(p, str) and p for p in parts):
+            raise ConfigError(SOURCE, "shiftable_partitions", parts, "give partition names, "
+                              "e.g. [\"batch\"] or \"batch,long\" (empty: all)")
         kw["shiftable_partitions"] = tuple(parts)
     return GreenFlowSettings(**kw)

@@ -1,0 +1,114 @@
+"""``wattctl carbon budget``: the carbon budget of the period against what jobs spent.
+
+Spent: the ``co2_g`` of every ``job_energy`` point (one per job and node, written by the
+epilog, docs/energy.md) in the budget period, per Slurm account. Forecast to the end of the
+period: spent plus the cluster's GPU power now (the newest ``gpu`` readings) times the
+forecast intensity over the rest of the period (the intensity now where no forecast covers
+it). Jobs deferred or capped: ``reconcile_action`` points of kind ``defer`` or ``power_cap``
+in the period. The budget is GreenFlow's (``[greenflow]`` in the site config).
+"""
+
+from __future__ import annotations
+
+from ..errors import WattError
+from ..policy.greenflow.settings import parse_settings
+from .carbon import provider_from_config
+from .influx import InfluxClient, quote_str
+from .lineproto import time_ns
+from .readers import latest_gpu_readings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+JOULES_PER_KWH = 3.6e6
+
+
+def _kg(grams: float | None) -> float | None:
+    return None if grams is None else round(grams / 1000.0, 6)
+
+
+def spent_by_account(client: InfluxClient, cluster: str, start_s: float, end_s: float
+                     ) -> dict[str, float]:
+    """Account -> grams CO2e of the ``job_energy`` points in ``(start_s, end_s]``."""
+    where = f"time > {time_ns(start_s)} AND time <= {time_ns(end_s)}"
+    if cluster:
+        where += f' AND "cluster" = {quote_str(cluster)}'
+    out: dict[str, float] = {}
+    for s in client.query(f'SELECT sum("co2_g") AS co2_g FROM "job_energy" WHERE {where} '
+                          'GROUP BY "account"'):
+        for row in s.rows():
+            if isinstance(row.get("co2_g"), (int, float)):
+                out[s.tags.get("account", "")] = float(row["co2_g"])
+    return out
+
+
+def rest_of_period_g(power_w: float, now_g: float | None,
+                     forecast: tuple[tuple[float, float], ...], now_s: float, end_s: float
+                     ) -> float:
+    """Grams CO2e of ``power_w`` held from ``now_s`` to ``end_s`` under the forecast (each
+    point holds until the next; the intensity now before the first one)."""
+    grams, t, g = 0.0, now_s, now_g
+    for point_s, point_g in forecast:
+        if point_s >= end_s:
+            break
+        if point_s > t and g is not None:
+            grams += power_w * (point_s - t) * g / JOULES_PER_KWH
+        if point_s > t:
+            t = point_s
+        g = point_g
+    if g is not None and end_s > t:
+        grams += power_w * (end_s - t) * g / JOULES_PER_KWH
+    return grams
+
+
+def _moves(client: InfluxClient, cluster: str, start_s: float, now_s: float
+           ) -> dict[str, list[dict[str, Any]]]:
+    where = (f"time > {time_ns(start_s)} AND time <= {time_ns(now_s)} AND "
+             "(\"kind\" = 'defer' OR \"kind\" = 'power_cap')")
+    if cluster:
+        where += f' AND "cluster" = {quote_str(cluster)}'
+    out: dict[str, list[dict[str, Any]]] = {"deferred": [], "capped": []}
+    for s in client.query(f'SELECT "job_id", "why", "status" FROM "reconcile_action" '
+                          f'WHERE {where} GROUP BY "kind"'):
+        key = "deferred" if s.tags.get("kind") == "defer" else "capped"
+        out[key] += [{"job_id": r.get("job_id"), "at_s": r.get("time"), "why": r.get("why"),
+                      "status": r.get("status")} for r in s.rows()]
+    return out
+
+
+def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
+    """Budget, spent and forecast of the period holding ``now_s``, for the cluster and each
+    account, and the jobs deferred or capped in it. A source that cannot be read leaves its
+    figure out with a warning; InfluxDB down raises."""
+    settings = parse_settings(cfg.section("greenflow"))
+    client = InfluxClient.from_config(cfg)
+    cluster = cfg["cluster.name"]
+    start_s, end_s = settings.period_of(now_s)
+    spent = spent_by_account(client, cluster, start_s, now_s)
+    warnings: list[str] = []
+    forecast_g = None
+    try:
+        power_w = sum(r.power_w for r in latest_gpu_readings(
+            client, now_s, cluster=cluster, warnings=warnings).values())
+        carbon = provider_from_config(cfg, client)
+        rest = rest_of_period_g(power_w, carbon.intensity_at(now_s),
+                                tuple(carbon.forecast(now_s, end_s) or ()), now_s, end_s)
+        forecast_g = sum(spent.values()) + rest
+    except WattError as exc:
+        warnings.append(f"forecast not made: {exc}")
+    try:
+        moves = _moves(client, cluster, start_s, now_s)
+    except WattError as exc:
+        moves = {"deferred": [], "capped": []}
+        warnings.append(f"deferred and capped jobs not read: {exc}")
+    accounts = sorted(set(spent) | set(settings.accounts_g))
+    return {
+        "cluster": cluster, "zone": cfg["carbon.zone"], "now_s": now_s,
+        "period": {"start_s": start_s, "end_s": end_s},
+        "budget_kg": _kg(settings.budget_g), "spent_kg": _kg(sum(spent.values())),
+        "forecast_kg": _kg(forecast_g),
+        "accounts": [{"account": a, "budget_kg": _kg(settings.accounts_g.get(a)),
+                      "spent_kg": _kg(spent.get(a, 0.0))} for a in accounts],
+        **moves, "warnings": warnings,
+    }

@@ -1,0 +1,21 @@
+"""The forecast part of ``wattctl carbon budget``: power held to the end of the period."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_plugin.telemetry.carbon_budget import rest_of_period_g
+
+
+def test_power_times_the_intensity_in_force_over_each_stretch():
+    # 1 kW for 1 h at 100 g/kWh, then 1 h at 300 g/kWh: 400 g
+    assert rest_of_period_g(1000.0, 100.0, ((3600.0, 300.0),), 0.0, 7200.0) == pytest.approx(400)
+    # a point past the end does not count; the last one before it holds to the end
+    fc = ((1800.0, 200.0), (9000.0, 999.0))
+    assert rest_of_period_g(2000.0, 100.0, fc, 0.0, 3600.0) == pytest.approx(100 + 200)
+
+
+def test_no_intensity_known_yet_counts_from_the_first_forecast_point():
+    assert rest_of_period_g(1000.0, None, ((1800.0, 100.0),), 0.0, 3600.0) == pytest.approx(50)
+    assert rest_of_period_g(1000.0, None, (), 0.0, 3600.0) == 0.0
+    assert rest_of_period_g(0.0, 500.0, (), 0.0, 3600.0) == 0.0
