@@ -30,7 +30,7 @@ Pure: imports only the model, the policy interface and the physics. See docs/eac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -179,20 +179,24 @@ def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) 
 
 
 class _NodeMemo:
-    """Per node, while its view is the same object: the candidate parts of each kind of
-    request and when it goes idle. Candidates depend only on the node, the request's shape and
-    class, the settings and the share weight (part of the key); reused between calls."""
+    """Per node, while its view is the same object: whether it takes jobs, the candidate parts
+    of each kind of request and when it goes idle. Candidates depend only on the node, the
+    request's shape and class, the settings and the share weight (part of the key); reused
+    between calls."""
 
-    __slots__ = ("node", "parts", "idle", "same_kind")
+    __slots__ = ("node", "available", "parts", "idle", "kind")
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.available = node.available
         self.parts: dict[tuple, tuple | None] = {}
         self.idle: tuple[bool, float | None] | None = None
         g0 = node.gpus[0] if node.gpus else None
-        self.same_kind = g0 is not None and all(
+        same_kind = g0 is not None and all(
             (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
             for g in node.gpus)
+        # the GPU every GPU of the node is like (weights are per kind of GPU), else None
+        self.kind = g0 if same_kind else None
 
 
 class Eaco:
@@ -299,30 +303,30 @@ class Eaco:
         return None
 
     def _options(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
-                 own_util: float) -> list[_Candidate]:
+                 own_util: float) -> Iterator[_Candidate]:
         """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
         the least node-on time the job adds first (``_extend_s``), then sharing before running
-        alone, the most utilised set, the busiest node."""
+        alone, the most utilised set, the busiest node. Built one at a time as tried."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
         now = ctx.now_s
         run_s = request.time_limit_s
-        out: list[_Candidate] = []
+        order: list[tuple] = []
         memo = self._nodes
         # what the candidate parts depend on besides the node and the weight, as a small number
         # (the settings are a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
         for pos, node in enumerate(ctx.cluster.nodes):
-            if not node.available or len(node.gpus) < k:
-                continue
             m = memo.get(node.name)
             if m is None or m.node is not node:
                 m = memo[node.name] = _NodeMemo(node)
+            if not m.available or len(node.gpus) < k:
+                continue
             key = None
-            if m.same_kind:
-                key = (kind, shares.weight(node.gpus[0], len(node.gpus)))
+            if m.kind is not None:
+                key = (kind, shares.weight(m.kind, len(node.gpus)))
                 part = m.parts.get(key, False)
             else:
                 part = False
@@ -332,28 +336,32 @@ class Eaco:
                     m.parts[key] = part
             if part is None:
                 continue
-            busy, free, shared = part
+            busy, free, shared, util, mem = part
             if m.idle is None:
                 m.idle = _node_idle(node, jobs, busy, ctx)
             extend = _extend_s(m.idle, now, run_s)
             if len(free) >= k:
-                out.append(_Candidate(node, pos, busy, free[:k], [[] for _ in range(k)], 0.0,
-                                      0.0, extend, alone=True))
+                order.append((extend, True, 0.0, -busy, pos, node, part))
             if shared and len(shared) + len(free) >= k:
+                order.append((extend, False, util, -busy, pos, node, part))
+        # (alone, pos) is unique: the sort never compares a node or a part
+        order.sort()
+        for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
+            if alone:
+                yield _Candidate(node, pos, -nbusy, free[:k], [[] for _ in range(k)], 0.0, 0.0,
+                                 extend, alone=True)
+            else:
                 chosen = shared[:k]
                 fill = free[:k - len(chosen)]
-                out.append(_Candidate(
-                    node, pos, busy, [e[0] for e in chosen] + fill,
-                    [e[3] for e in chosen] + [[] for _ in fill],
-                    sum(e[1] for e in chosen), max(e[2] for e in chosen), extend))
-        out.sort(key=lambda c: (c.extend_s, c.alone, c.util_pct, -c.busy, c.pos))
-        return out
+                yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
+                                 [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
     def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
                    s: EacoSettings, shares: _Shares, own_util: float) -> tuple | None:
         """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
-        index first), and its shared GPUs the job may join (most utilised first); None when
-        the node offers no candidate."""
+        index first), its shared GPUs the job may join (most utilised first), and of the shared
+        ones the job would take their summed utilisation and largest memory; None when the node
+        offers no candidate."""
         busy, free, shared = 0, [], []
         for g in node.gpus:
             if not g.is_free:
@@ -375,7 +383,10 @@ class Eaco:
         # queued earlier without a pin would otherwise take the pinned GPU before it.
         free.reverse()
         shared.sort(key=lambda e: (-e[1], e[0].index))
-        return busy, free, shared
+        chosen = shared[:k]
+        util = sum(e[1] for e in chosen)
+        mem = max((e[2] for e in chosen), default=0.0)
+        return busy, free, shared, util, mem
 
     @staticmethod
     def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,

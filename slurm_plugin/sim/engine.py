@@ -42,6 +42,7 @@ from .views import GpuReadings, ProgressView
 
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
+HISTORY_LOG_VERSIONS = 4096     # history versions whose changed keys a policy can ask for
 
 
 class Simulator:
@@ -61,6 +62,8 @@ class Simulator:
         self.history: dict[str, float] = {}
         self.history_view = MappingProxyType(self.history)
         self.history_version = 0
+        self.history_log: dict[int, tuple[str, ...]] = {}   # the keys of recent versions
+        self.history_log_view = MappingProxyType(self.history_log)
         self.trace = jobs
         self.timeline, self.progress = timeline, progress
         gt = self.spec.gpu_type
@@ -169,7 +172,7 @@ class Simulator:
                             carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view,
-                       history_version=self.history_version)
+                       history_version=self.history_version, history_log=self.history_log_view)
 
     def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
@@ -659,6 +662,8 @@ class Simulator:
         if a.kind == "observe":
             self.history.update(a.predicted)
             self.history_version += 1
+            self.history_log[self.history_version] = tuple(a.predicted)
+            self.history_log.pop(self.history_version - HISTORY_LOG_VERSIONS, None)
             return
         j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":
