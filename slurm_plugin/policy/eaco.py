@@ -184,9 +184,9 @@ class _NodeMemo:
     request's shape and class, the settings and the share weight (part of the key); reused
     between calls."""
 
-    __slots__ = ("node", "available", "parts", "idle", "kind")
+    __slots__ = ("node", "available", "parts", "idle", "kind", "kind_id")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
         self.node = node
         self.available = node.available
         self.parts: dict[tuple, tuple | None] = {}
@@ -195,8 +195,12 @@ class _NodeMemo:
         same_kind = g0 is not None and all(
             (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
             for g in node.gpus)
-        # the GPU every GPU of the node is like (weights are per kind of GPU), else None
+        # the GPU every GPU of the node is like (weights are per kind of GPU), else None, and
+        # that kind as a small number (``kinds``: the policy's, kept between calls)
         self.kind = g0 if same_kind else None
+        self.kind_id = kinds.setdefault(
+            (g0.shards_total, g0.memory_mib, g0.model, len(node.gpus)), len(kinds)) \
+            if g0 is not None and same_kind else -1
 
 
 class Eaco:
@@ -255,6 +259,7 @@ class Eaco:
         self._nodes: dict[str, _NodeMemo] = {}
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
+        self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
@@ -318,15 +323,19 @@ class Eaco:
         # (the settings are a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
+        weights: dict[int, int] = {}    # the job's share weight per kind of node
         for pos, node in enumerate(ctx.cluster.nodes):
             m = memo.get(node.name)
             if m is None or m.node is not node:
-                m = memo[node.name] = _NodeMemo(node)
+                m = memo[node.name] = _NodeMemo(node, self._gpu_kinds)
             if not m.available or len(node.gpus) < k:
                 continue
             key = None
             if m.kind is not None:
-                key = (kind, shares.weight(m.kind, len(node.gpus)))
+                w = weights.get(m.kind_id)
+                if w is None:
+                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus))
+                key = (kind, w)
                 part = m.parts.get(key, False)
             else:
                 part = False

@@ -497,6 +497,7 @@ class Simulator:
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
+            g.view = None
             by_room[self._gpu_room(g)] += 1
             nodes[g.node.name] = g.node
         j.blocked = False
@@ -607,6 +608,7 @@ class Simulator:
             by_room[self._gpu_room(g)] -= 1
             g.jobs.remove(j)
             g.shards_used -= j.shards
+            g.view = None
             n = g.node
             self._touch(n)
             n.jobs.pop(j.id, None)
