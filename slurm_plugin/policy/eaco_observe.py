@@ -256,6 +256,14 @@ def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
     return True
 
 
+def _still_true(hit: tuple, node: Node, version: int | None, stale: set[str] | None) -> bool:
+    """Whether a node's memo entry ``hit`` (for this view of ``node``) still holds: the history
+    is the same version, or every pass since logged no key its quiet groups read (a pass that
+    found the node stale, or could not tell, wrote a new entry)."""
+    return version is not None and (hit[1] == version
+                                    or (stale is not None and node.name not in stale))
+
+
 def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None,
               stale: set[str] | None) -> tuple[Gpu, ...]:
     """The GPUs of ``node`` with two or more jobs, less quiet groups: from the memo while the
@@ -263,9 +271,7 @@ def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None,
     its quiet groups do not read (``stale``: the nodes whose do)."""
     hit = memo.nodes.get(node.name) if memo is not None else None
     if hit is not None and hit[0] is node:
-        v = ctx.history_version
-        if v is not None and (hit[1] == v or (stale is not None and hit[1] == memo.version
-                                              and node.name not in stale)):
+        if _still_true(hit, node, ctx.history_version, stale):
             return hit[2]
         shared = hit[3]
     else:
@@ -297,7 +303,12 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     acted: set[str] = set()
     history = ctx.history
     stale = _stale_nodes(ctx, memo)
+    entries = memo.nodes if memo is not None else {}
     for node in ctx.cluster.nodes:
+        hit = entries.get(node.name)
+        if hit is not None and not hit[2] and hit[0] is node \
+                and _still_true(hit, node, ctx.history_version, stale):
+            continue        # nothing to judge there, as the last pass found
         gpus = _to_judge(node, ctx, memo, stale)
         if not gpus:
             if memo is not None:
