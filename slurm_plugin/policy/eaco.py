@@ -330,17 +330,19 @@ class Eaco:
                 m = memo[node.name] = _NodeMemo(node, self._gpu_kinds)
             if not m.available or len(node.gpus) < k:
                 continue
-            key = None
+            key = w = None
             if m.kind is not None:
                 w = weights.get(m.kind_id)
                 if w is None:
-                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus))
+                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus)) \
+                        if m.kind.shards_total > 0 and (
+                            not want_model or m.kind.model.lower() == want_model) else 0
                 key = (kind, w)
                 part = m.parts.get(key, False)
             else:
                 part = False
             if part is False:
-                part = self._node_part(node, k, want_model, jobs, s, shares, own_util)
+                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, w)
                 if key is not None:
                     m.parts[key] = part
             if part is None:
@@ -366,23 +368,33 @@ class Eaco:
                                  [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
     def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
-                   s: EacoSettings, shares: _Shares, own_util: float) -> tuple | None:
+                   s: EacoSettings, shares: _Shares, own_util: float,
+                   w_all: int | None) -> tuple | None:
         """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
         index first), its shared GPUs the job may join (most utilised first), and of the shared
         ones the job would take their summed utilisation and largest memory; None when the node
-        offers no candidate."""
+        offers no candidate. ``w_all``: the job's share weight on every GPU of the node when
+        they are all of one kind (0: they do not take the job), else None."""
+        if w_all == 0:
+            return None
         busy, free, shared = 0, [], []
         for g in node.gpus:
-            if not g.is_free:
+            if g.exclusive_job is not None:
                 busy += 1
-            if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
                 continue
-            w = shares.weight(g, len(node.gpus))
-            if not w:
+            if g.shard_jobs:
+                busy += 1
+            if w_all is not None:
+                w = w_all
+            elif g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
                 continue
-            if g.is_free:
+            else:
+                w = shares.weight(g, len(node.gpus))
+                if not w:
+                    continue
+            if not g.shard_jobs:
                 free.append(g)
-            elif g.exclusive_job is None:
+            else:
                 entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
                 if entry is not None:
                     shared.append(entry)
