@@ -210,7 +210,7 @@ class Eaco:
     slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        s = EacoSettings.from_mapping(ctx.settings)
+        s = self._settings_of(ctx)
         cls = known_class(request.app)
         own_util = cls.util_at(request.gpus) if cls else 0.0
         why = _refusal(request, s, cls, own_util)
@@ -260,9 +260,17 @@ class Eaco:
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
         self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
+        self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
+        return observe(ctx, self._settings_of(ctx), self.name, self._memo)
+
+    def _settings_of(self, ctx: Context) -> EacoSettings:
+        """The settings, parsed again only when the caller hands in another mapping (the
+        simulator hands in the same read-only one on every call)."""
+        if self._settings[0] is not ctx.settings:
+            self._settings = (ctx.settings, EacoSettings.from_mapping(ctx.settings))
+        return self._settings[1]
 
     # ------------------------------------------------------------------ placements
     def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, cand: _Candidate,
