@@ -19,8 +19,10 @@ do, every job under 99% of the limit and its deadline out of an exclusive GPU's 
 judged again while its members and the history figures its verdict rests on (``_verdict_keys``)
 stay the same: its observed slowdown cannot move then, so neither can its verdict. When the
 caller logs which history keys each version changed (``Context.history_log``), a node whose
-quiet groups read none of the keys changed since the last pass is not looked at again. The
-memo only skips work; a pass without it decides the same.
+quiet groups read none of the keys changed since the last pass is not looked at again; when
+it also logs which node views changed (``Cluster.nodes_log``), a pass visits only those nodes,
+the stale ones and those left with groups to judge, so its cost does not grow with the cluster.
+The memo only skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -194,15 +196,45 @@ class ObserveMemo:
     """What one pass learnt that the next may reuse (see the module docstring): per node, its
     view, the history version then, its shared GPUs still to judge and all of them; per quiet
     group, the history keys and values its verdict rests on; per such key, the nodes whose
-    quiet groups read it; the history version of the last pass."""
+    quiet groups read it; the history and node versions of the last pass, each node's place in
+    the cluster then, and the nodes left with GPUs to judge."""
 
-    __slots__ = ("nodes", "quiet", "readers", "version")
+    __slots__ = ("nodes", "quiet", "readers", "version", "nodes_version", "places", "active")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
         self.readers: dict[str, set[str]] = {}
         self.version: int | None = None
+        self.nodes_version: int | None = None
+        self.places: dict[str, int] = {}
+        self.active: set[str] = set()
+
+
+def _to_visit(ctx: Context, memo: ObserveMemo | None,
+              stale: set[str] | None) -> list[Node] | None:
+    """The nodes a pass must look at, in cluster order, when the node log tells which views
+    changed since the memo's pass: those, the ``stale`` ones and those left with GPUs to judge
+    (every other one would be passed over). None when that is unknown: look at every node."""
+    cluster = ctx.cluster
+    log, now_v = cluster.nodes_log, cluster.nodes_version
+    if memo is None or stale is None or log is None or now_v is None \
+            or memo.nodes_version is None or now_v < memo.nodes_version \
+            or len(memo.places) != len(cluster.nodes):
+        return None
+    names = stale | memo.active
+    for v in range(memo.nodes_version + 1, now_v + 1):
+        changed = log.get(v)
+        if changed is None:
+            return None
+        names.update(changed)
+    nodes = cluster.nodes
+    out = []
+    for pos in sorted(memo.places.get(name, -1) for name in names):
+        if pos < 0 or nodes[pos].name not in names:
+            return None         # a node the memo has not placed, or the order changed
+        out.append(nodes[pos])
+    return out
 
 
 def _stale_nodes(ctx: Context, memo: ObserveMemo | None) -> set[str] | None:
@@ -304,7 +336,11 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     history = ctx.history
     stale = _stale_nodes(ctx, memo)
     entries = memo.nodes if memo is not None else {}
-    for node in ctx.cluster.nodes:
+    visit = _to_visit(ctx, memo, stale)
+    if visit is None and memo is not None:
+        memo.places = {node.name: pos for pos, node in enumerate(ctx.cluster.nodes)}
+        memo.active = set()
+    for node in ctx.cluster.nodes if visit is None else visit:
         hit = entries.get(node.name)
         if hit is not None and not hit[2] and hit[0] is node \
                 and _still_true(hit, node, ctx.history_version, stale):
@@ -313,6 +349,7 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
         if not gpus:
             if memo is not None:
                 _remember(memo, node, ctx, gpus)
+                memo.active.discard(node.name)
             continue
         keep = []
         for gpu in gpus:
@@ -333,10 +370,16 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
                 keep.append(gpu)
         if memo is not None:
             _remember(memo, node, ctx, tuple(keep))
+            if keep:
+                memo.active.add(node.name)
+            else:
+                memo.active.discard(node.name)
     if memo is not None:
         memo.version = ctx.history_version
+        memo.nodes_version = ctx.cluster.nodes_version
         if len(memo.quiet) > 4096:   # groups end; a bound keeps the memo small
             memo.quiet.clear()
             memo.readers.clear()
             memo.nodes.clear()       # their quiet groups are no longer tracked
+            memo.nodes_version = None
     return tuple(actions)

@@ -42,7 +42,7 @@ from .views import GpuReadings, ProgressView
 
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
-HISTORY_LOG_VERSIONS = 4096     # history versions whose changed keys a policy can ask for
+LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
 
 
 class Simulator:
@@ -115,6 +115,9 @@ class Simulator:
         self.order: list[NodeState] | None = None
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
+        self.nodes_version = 0
+        self.nodes_log: dict[int, tuple[str, ...]] = {}     # the nodes of recent versions
+        self.nodes_log_view = MappingProxyType(self.nodes_log)
         self._forecast_cache: tuple[int, tuple] = (-1, ())
 
     # ---------------------------------------------------------------- event plumbing
@@ -157,10 +160,14 @@ class Simulator:
             views, nodes = self.node_list, self.nodes
             for pos in self.changed_nodes:
                 views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+            self.nodes_version += 1
+            self.nodes_log[self.nodes_version] = tuple(nodes[pos].name for pos in self.changed_nodes)
+            self.nodes_log.pop(self.nodes_version - LOG_VERSIONS, None)
             self.changed_nodes.clear()
             self.node_views = tuple(views)
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
-                          pending_count=len(self.pending))
+                          pending_count=len(self.pending), nodes_version=self.nodes_version,
+                          nodes_log=self.nodes_log_view)
         ci, forecast = None, ()
         if self.carbon is not None:
             hour = int(self.now // 3600)
@@ -665,7 +672,7 @@ class Simulator:
             self.history.update(a.predicted)
             self.history_version += 1
             self.history_log[self.history_version] = tuple(a.predicted)
-            self.history_log.pop(self.history_version - HISTORY_LOG_VERSIONS, None)
+            self.history_log.pop(self.history_version - LOG_VERSIONS, None)
             return
         j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":
