@@ -119,6 +119,7 @@ class Simulator:
         self.nodes_log: dict[int, tuple[str, ...]] = {}     # the nodes of recent versions
         self.nodes_log_view = MappingProxyType(self.nodes_log)
         self._forecast_cache: tuple[int, tuple] = (-1, ())
+        self.gpu_readings, self.progress_view = GpuReadings(self), ProgressView(self)  # live views
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -175,7 +176,7 @@ class Simulator:
                 self._forecast_cache = (hour, tuple(
                     (h * 3600.0, self.carbon.at(h * 3600.0)) for h in range(hour, hour + 48)))
             ci, forecast = self.carbon.at(self.now), self._forecast_cache[1]
-        readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
+        readings = Readings(gpus=self.gpu_readings, progress=self.progress_view,
                             carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view,
