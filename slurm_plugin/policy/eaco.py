@@ -328,7 +328,7 @@ class Eaco:
         order: list[tuple] = []
         memo = self._nodes
         # what the candidate parts depend on besides the node and the weight, as a small number
-        # (the settings are a new object on every call: hashed once here, not once per node)
+        # (the settings may be a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
         weights: dict[int, int] = {}    # the job's share weight per kind of node
