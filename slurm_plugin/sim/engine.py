@@ -162,7 +162,7 @@ class Simulator:
             for pos in self.changed_nodes:
                 views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
             self.nodes_version += 1
-            self.nodes_log[self.nodes_version] = tuple(nodes[pos].name for pos in self.changed_nodes)
+            self.nodes_log[self.nodes_version] = tuple(nodes[p].name for p in self.changed_nodes)
             self.nodes_log.pop(self.nodes_version - LOG_VERSIONS, None)
             self.changed_nodes.clear()
             self.node_views = tuple(views)
