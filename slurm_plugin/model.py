@@ -137,6 +137,12 @@ class Cluster:
     name: str = "cluster"
     pending_count: int | None = None   # pending jobs in ``jobs``, when the caller keeps a count
     warnings: tuple[str, ...] = ()     # jobs or nodes left out: Slurm output not understood
+    # When the caller keeps them (the simulator): a number that changes whenever a node's view
+    # does, and the names of the nodes whose view each recent version changed. A node not named
+    # since a version has the same view object, at the same place, as then. None, or a version
+    # missing from the log: unknown, so a cache keyed on node views must look at every node.
+    nodes_version: int | None = None
+    nodes_log: Mapping[int, tuple[str, ...]] | None = None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -33,6 +33,11 @@ def colocated_slowdown(app_a: str, app_b: str) -> tuple[float, float]:
 
 def group_slowdowns(apps: Sequence[str]) -> tuple[float, ...]:
     """Slowdown of each job in a group sharing one GPU."""
+    return _group_slowdowns(tuple(apps))
+
+
+@lru_cache(maxsize=4096)
+def _group_slowdowns(apps: tuple[str, ...]) -> tuple[float, ...]:
     if len(apps) < 2:
         return (1.0,) * len(apps)
     out = []

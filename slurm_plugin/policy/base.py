@@ -24,6 +24,10 @@ class Context:
     # Changes with every change to ``history`` when the caller counts them (the simulator);
     # None: unknown. A policy may key caches on it; results must not depend on it.
     history_version: int | None = None
+    # The history keys each recent version changed (version -> keys), when the caller keeps
+    # them; a version missing from it, or None: unknown, so a cache keyed on the history
+    # recomputes. Results must not depend on it.
+    history_log: Mapping[int, tuple[str, ...]] | None = None
 
 
 class Policy(Protocol):

@@ -30,7 +30,7 @@ Pure: imports only the model, the policy interface and the physics. See docs/eac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -179,20 +179,28 @@ def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) 
 
 
 class _NodeMemo:
-    """Per node, while its view is the same object: the candidate parts of each kind of
-    request and when it goes idle. Candidates depend only on the node, the request's shape and
-    class, the settings and the share weight (part of the key); reused between calls."""
+    """Per node, while its view is the same object: whether it takes jobs, the candidate parts
+    of each kind of request and when it goes idle. Candidates depend only on the node, the
+    request's shape and class, the settings and the share weight (part of the key); reused
+    between calls."""
 
-    __slots__ = ("node", "parts", "idle", "same_kind")
+    __slots__ = ("node", "available", "parts", "idle", "kind", "kind_id")
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
         self.node = node
+        self.available = node.available
         self.parts: dict[tuple, tuple | None] = {}
         self.idle: tuple[bool, float | None] | None = None
         g0 = node.gpus[0] if node.gpus else None
-        self.same_kind = g0 is not None and all(
+        same_kind = g0 is not None and all(
             (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
             for g in node.gpus)
+        # the GPU every GPU of the node is like (weights are per kind of GPU), else None, and
+        # that kind as a small number (``kinds``: the policy's, kept between calls)
+        self.kind = g0 if same_kind else None
+        self.kind_id = kinds.setdefault(
+            (g0.shards_total, g0.memory_mib, g0.model, len(node.gpus)), len(kinds)) \
+            if g0 is not None and same_kind else -1
 
 
 class Eaco:
@@ -208,7 +216,7 @@ class Eaco:
         return () if refused else ("cluster", "readings")
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        s = EacoSettings.from_mapping(ctx.settings)
+        s = self._settings_of(ctx)
         cls = known_class(request.app)
         own_util = cls.util_at(request.gpus) if cls else 0.0
         why = _refusal(request, s, cls, own_util)
@@ -257,9 +265,18 @@ class Eaco:
         self._nodes: dict[str, _NodeMemo] = {}
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
+        self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
+        self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return observe(ctx, EacoSettings.from_mapping(ctx.settings), self.name, self._memo)
+        return observe(ctx, self._settings_of(ctx), self.name, self._memo)
+
+    def _settings_of(self, ctx: Context) -> EacoSettings:
+        """The settings, parsed again only when the caller hands in another mapping (the
+        simulator hands in the same read-only one on every call)."""
+        if self._settings[0] is not ctx.settings:
+            self._settings = (ctx.settings, EacoSettings.from_mapping(ctx.settings))
+        return self._settings[1]
 
     # ------------------------------------------------------------------ placements
     def _alone(self, request: JobRequest, s: EacoSettings, shares: _Shares, cand: _Candidate,
@@ -305,73 +322,93 @@ class Eaco:
         return None
 
     def _options(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
-                 own_util: float) -> list[_Candidate]:
+                 own_util: float) -> Iterator[_Candidate]:
         """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
         the least node-on time the job adds first (``_extend_s``), then sharing before running
-        alone, the most utilised set, the busiest node."""
+        alone, the most utilised set, the busiest node. Built one at a time as tried."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
         now = ctx.now_s
         run_s = request.time_limit_s
-        out: list[_Candidate] = []
+        order: list[tuple] = []
         memo = self._nodes
         # what the candidate parts depend on besides the node and the weight, as a small number
-        # (the settings are a new object on every call: hashed once here, not once per node)
+        # (the settings may be a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
+        weights: dict[int, int] = {}    # the job's share weight per kind of node
         for pos, node in enumerate(ctx.cluster.nodes):
-            if not node.available or len(node.gpus) < k:
-                continue
             m = memo.get(node.name)
             if m is None or m.node is not node:
-                m = memo[node.name] = _NodeMemo(node)
-            key = None
-            if m.same_kind:
-                key = (kind, shares.weight(node.gpus[0], len(node.gpus)))
+                m = memo[node.name] = _NodeMemo(node, self._gpu_kinds)
+            if not m.available or len(node.gpus) < k:
+                continue
+            key = w = None
+            if m.kind is not None:
+                w = weights.get(m.kind_id)
+                if w is None:
+                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus)) \
+                        if m.kind.shards_total > 0 and (
+                            not want_model or m.kind.model.lower() == want_model) else 0
+                key = (kind, w)
                 part = m.parts.get(key, False)
             else:
                 part = False
             if part is False:
-                part = self._node_part(node, k, want_model, jobs, s, shares, own_util)
+                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, w)
                 if key is not None:
                     m.parts[key] = part
             if part is None:
                 continue
-            busy, free, shared = part
+            busy, free, shared, util, mem = part
             if m.idle is None:
                 m.idle = _node_idle(node, jobs, busy, ctx)
             extend = _extend_s(m.idle, now, run_s)
             if len(free) >= k:
-                out.append(_Candidate(node, pos, busy, free[:k], [[] for _ in range(k)], 0.0,
-                                      0.0, extend, alone=True))
+                order.append((extend, True, 0.0, -busy, pos, node, part))
             if shared and len(shared) + len(free) >= k:
+                order.append((extend, False, util, -busy, pos, node, part))
+        # (alone, pos) is unique: the sort never compares a node or a part
+        order.sort()
+        for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
+            if alone:
+                yield _Candidate(node, pos, -nbusy, free[:k], [[] for _ in range(k)], 0.0, 0.0,
+                                 extend, alone=True)
+            else:
                 chosen = shared[:k]
                 fill = free[:k - len(chosen)]
-                out.append(_Candidate(
-                    node, pos, busy, [e[0] for e in chosen] + fill,
-                    [e[3] for e in chosen] + [[] for _ in fill],
-                    sum(e[1] for e in chosen), max(e[2] for e in chosen), extend))
-        out.sort(key=lambda c: (c.extend_s, c.alone, c.util_pct, -c.busy, c.pos))
-        return out
+                yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
+                                 [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
     def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
-                   s: EacoSettings, shares: _Shares, own_util: float) -> tuple | None:
+                   s: EacoSettings, shares: _Shares, own_util: float,
+                   w_all: int | None) -> tuple | None:
         """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
-        index first), and its shared GPUs the job may join (most utilised first); None when
-        the node offers no candidate."""
+        index first), its shared GPUs the job may join (most utilised first), and of the shared
+        ones the job would take their summed utilisation and largest memory; None when the node
+        offers no candidate. ``w_all``: the job's share weight on every GPU of the node when
+        they are all of one kind (0: they do not take the job), else None."""
+        if w_all == 0:
+            return None
         busy, free, shared = 0, [], []
         for g in node.gpus:
-            if not g.is_free:
+            if g.exclusive_job is not None:
                 busy += 1
-            if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
                 continue
-            w = shares.weight(g, len(node.gpus))
-            if not w:
+            if g.shard_jobs:
+                busy += 1
+            if w_all is not None:
+                w = w_all
+            elif g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
                 continue
-            if g.is_free:
+            else:
+                w = shares.weight(g, len(node.gpus))
+                if not w:
+                    continue
+            if not g.shard_jobs:
                 free.append(g)
-            elif g.exclusive_job is None:
+            else:
                 entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
                 if entry is not None:
                     shared.append(entry)
@@ -381,7 +418,10 @@ class Eaco:
         # queued earlier without a pin would otherwise take the pinned GPU before it.
         free.reverse()
         shared.sort(key=lambda e: (-e[1], e[0].index))
-        return busy, free, shared
+        chosen = shared[:k]
+        util = sum(e[1] for e in chosen)
+        mem = max((e[2] for e in chosen), default=0.0)
+        return busy, free, shared, util, mem
 
     @staticmethod
     def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,

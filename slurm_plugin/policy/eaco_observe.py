@@ -17,8 +17,12 @@ Repeated passes (``ObserveMemo``, kept by the policy object between its calls): 
 GPUs are found again only when the node's view changed, and a *quiet* group (judged, nothing to
 do, every job under 99% of the limit and its deadline out of an exclusive GPU's reach) is not
 judged again while its members and the history figures its verdict rests on (``_verdict_keys``)
-stay the same: its observed slowdown cannot move then, so neither can its verdict. The memo only
-skips work; a pass without it decides the same.
+stay the same: its observed slowdown cannot move then, so neither can its verdict. When the
+caller logs which history keys each version changed (``Context.history_log``), a node whose
+quiet groups read none of the keys changed since the last pass is not looked at again; when
+it also logs which node views changed (``Cluster.nodes_log``), a pass visits only those nodes,
+the stale ones and those left with groups to judge, so its cost does not grow with the cluster.
+The memo only skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -191,25 +195,77 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
 class ObserveMemo:
     """What one pass learnt that the next may reuse (see the module docstring): per node, its
     view, the history version then, its shared GPUs still to judge and all of them; per quiet
-    group, the
-    history keys and values its verdict rests on."""
+    group, the history keys and values its verdict rests on; per such key, the nodes whose
+    quiet groups read it; the history and node versions of the last pass, each node's place in
+    the cluster then, and the nodes left with GPUs to judge."""
 
-    __slots__ = ("nodes", "quiet")
+    __slots__ = ("nodes", "quiet", "readers", "version", "nodes_version", "places", "active")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
+        self.readers: dict[str, set[str]] = {}
+        self.version: int | None = None
+        self.nodes_version: int | None = None
+        self.places: dict[str, int] = {}
+        self.active: set[str] = set()
+
+
+def _to_visit(ctx: Context, memo: ObserveMemo | None,
+              stale: set[str] | None) -> list[Node] | None:
+    """The nodes a pass must look at, in cluster order, when the node log tells which views
+    changed since the memo's pass: those, the ``stale`` ones and those left with GPUs to judge
+    (every other one would be passed over). None when that is unknown: look at every node."""
+    cluster = ctx.cluster
+    log, now_v = cluster.nodes_log, cluster.nodes_version
+    if memo is None or stale is None or log is None or now_v is None \
+            or memo.nodes_version is None or now_v < memo.nodes_version \
+            or len(memo.places) != len(cluster.nodes):
+        return None
+    names = stale | memo.active
+    for v in range(memo.nodes_version + 1, now_v + 1):
+        changed = log.get(v)
+        if changed is None:
+            return None
+        names.update(changed)
+    nodes = cluster.nodes
+    out = []
+    for pos in sorted(memo.places.get(name, -1) for name in names):
+        if pos < 0 or nodes[pos].name not in names:
+            return None         # a node the memo has not placed, or the order changed
+        out.append(nodes[pos])
+    return out
+
+
+def _stale_nodes(ctx: Context, memo: ObserveMemo | None) -> set[str] | None:
+    """Nodes whose quiet groups read a history key changed since the memo's pass (from
+    ``Context.history_log``); None when that is unknown."""
+    log, now_v = ctx.history_log, ctx.history_version
+    if memo is None or log is None or now_v is None or memo.version is None \
+            or now_v < memo.version:
+        return None
+    stale: set[str] = set()
+    for v in range(memo.version + 1, now_v + 1):
+        keys = log.get(v)
+        if keys is None:
+            return None
+        for k in keys:
+            nodes = memo.readers.get(k)
+            if nodes:
+                stale |= nodes
+    return stale
 
 
 def _verdict_keys(g: _Group) -> tuple[str, ...]:
     """The history keys a group's verdict reads: group and pair slowdowns, its marker and
-    marks, each job's solo figures."""
+    marks, each job's solo figures (not its own observed slowdown: only ``advise`` reads
+    that)."""
     apps = [j.app for j, _ in g.members]
     keys = [group_key(apps), f"seen:{g.gid}"]
     keys += [group_key((a, b)) for i, a in enumerate(apps) for b in apps[i + 1:]]
     for job, _ in g.members:
         key = repeat_key_of(job)
-        keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s", f"job:{key}:slowdown",
+        keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s",
                  f"mark:{g.gid}:{job.job_id}:step", f"mark:{g.gid}:{job.job_id}:t"]
     return tuple(keys)
 
@@ -232,12 +288,22 @@ def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
     return True
 
 
-def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None) -> tuple[Gpu, ...]:
+def _still_true(hit: tuple, node: Node, version: int | None, stale: set[str] | None) -> bool:
+    """Whether a node's memo entry ``hit`` (for this view of ``node``) still holds: the history
+    is the same version, or every pass since logged no key its quiet groups read (a pass that
+    found the node stale, or could not tell, wrote a new entry)."""
+    return version is not None and (hit[1] == version
+                                    or (stale is not None and node.name not in stale))
+
+
+def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None,
+              stale: set[str] | None) -> tuple[Gpu, ...]:
     """The GPUs of ``node`` with two or more jobs, less quiet groups: from the memo while the
-    node's view is the same object and the history the same version."""
+    node's view is the same object and the history the same version, or changed only in keys
+    its quiet groups do not read (``stale``: the nodes whose do)."""
     hit = memo.nodes.get(node.name) if memo is not None else None
     if hit is not None and hit[0] is node:
-        if ctx.history_version is not None and hit[1] == ctx.history_version:
+        if _still_true(hit, node, ctx.history_version, stale):
             return hit[2]
         shared = hit[3]
     else:
@@ -247,7 +313,7 @@ def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None) -> tuple[Gpu, 
     for gpu in shared:
         if memo is not None:
             q = memo.quiet.get("+".join(sorted(gpu.shard_jobs)))
-            if q is not None and all(history.get(k) == v for k, v in zip(*q)):
+            if q is not None and tuple(map(history.get, q[0])) == q[1]:
                 continue
         out.append(gpu)
     return tuple(out)
@@ -268,11 +334,22 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     actions: list[Action] = []
     acted: set[str] = set()
     history = ctx.history
-    for node in ctx.cluster.nodes:
-        gpus = _to_judge(node, ctx, memo)
+    stale = _stale_nodes(ctx, memo)
+    entries = memo.nodes if memo is not None else {}
+    visit = _to_visit(ctx, memo, stale)
+    if visit is None and memo is not None:
+        memo.places = {node.name: pos for pos, node in enumerate(ctx.cluster.nodes)}
+        memo.active = set()
+    for node in ctx.cluster.nodes if visit is None else visit:
+        hit = entries.get(node.name)
+        if hit is not None and not hit[2] and hit[0] is node \
+                and _still_true(hit, node, ctx.history_version, stale):
+            continue        # nothing to judge there, as the last pass found
+        gpus = _to_judge(node, ctx, memo, stale)
         if not gpus:
             if memo is not None:
                 _remember(memo, node, ctx, gpus)
+                memo.active.discard(node.name)
             continue
         keep = []
         for gpu in gpus:
@@ -287,10 +364,22 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
             if memo is not None and not out and _quiet(g, ctx, s):
                 keys = _verdict_keys(g)
                 memo.quiet[g.gid] = (keys, tuple(history.get(k) for k in keys))
+                for k in keys:
+                    memo.readers.setdefault(k, set()).add(node.name)
             else:
                 keep.append(gpu)
         if memo is not None:
             _remember(memo, node, ctx, tuple(keep))
-    if memo is not None and len(memo.quiet) > 4096:
-        memo.quiet.clear()      # groups end; a bound keeps the memo small
+            if keep:
+                memo.active.add(node.name)
+            else:
+                memo.active.discard(node.name)
+    if memo is not None:
+        memo.version = ctx.history_version
+        memo.nodes_version = ctx.cluster.nodes_version
+        if len(memo.quiet) > 4096:   # groups end; a bound keeps the memo small
+            memo.quiet.clear()
+            memo.readers.clear()
+            memo.nodes.clear()       # their quiet groups are no longer tracked
+            memo.nodes_version = None
     return tuple(actions)

@@ -47,6 +47,7 @@ from .views import ForecastView, GpuReadings, ProgressView
 
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
+LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
 
 
 class Simulator:
@@ -69,6 +70,8 @@ class Simulator:
         self.history: dict[str, float] = {}
         self.history_view = MappingProxyType(self.history)
         self.history_version = 0
+        self.history_log: dict[int, tuple[str, ...]] = {}   # the keys of recent versions
+        self.history_log_view = MappingProxyType(self.history_log)
         self.trace = jobs
         self.timeline, self.progress = timeline, progress
         gt = self.spec.gpu_type
@@ -123,6 +126,10 @@ class Simulator:
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
         self.forecast_cache: tuple[int, tuple] = (-1, ())
+        self.nodes_version = 0
+        self.nodes_log: dict[int, tuple[str, ...]] = {}     # the nodes of recent versions
+        self.nodes_log_view = MappingProxyType(self.nodes_log)
+        self.gpu_readings, self.progress_view = GpuReadings(self), ProgressView(self)  # live views
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -164,19 +171,23 @@ class Simulator:
             views, nodes = self.node_list, self.nodes
             for pos in self.changed_nodes:
                 views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+            self.nodes_version += 1
+            self.nodes_log[self.nodes_version] = tuple(nodes[p].name for p in self.changed_nodes)
+            self.nodes_log.pop(self.nodes_version - LOG_VERSIONS, None)
             self.changed_nodes.clear()
             self.node_views = tuple(views)
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
-                          pending_count=len(self.pending))
+                          pending_count=len(self.pending), nodes_version=self.nodes_version,
+                          nodes_log=self.nodes_log_view)
         ci, forecast = None, ()
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)
-        readings = Readings(gpus=GpuReadings(self), progress=ProgressView(self),
+        readings = Readings(gpus=self.gpu_readings, progress=self.progress_view,
                             carbon_g_per_kwh=ci, carbon_forecast=forecast, taken_s=self.now,
                             cluster_power_w=self.gpu_power_total + self.node_power_total)
         return Context(cluster=cluster, readings=readings, now_s=self.now,
                        settings=self.settings, history=self.history_view,
-                       history_version=self.history_version)
+                       history_version=self.history_version, history_log=self.history_log_view)
 
     def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
@@ -505,6 +516,7 @@ class Simulator:
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
+            g.view = None
             by_room[self._gpu_room(g)] += 1
             nodes[g.node.name] = g.node
         j.blocked = False
@@ -629,6 +641,7 @@ class Simulator:
             by_room[self._gpu_room(g)] -= 1
             g.jobs.remove(j)
             g.shards_used -= j.shards
+            g.view = None
             n = g.node
             self._touch(n)
             n.jobs.pop(j.id, None)
@@ -684,6 +697,8 @@ class Simulator:
         if a.kind == "observe":
             self.history.update(a.predicted)
             self.history_version += 1
+            self.history_log[self.history_version] = tuple(a.predicted)
+            self.history_log.pop(self.history_version - LOG_VERSIONS, None)
             return
         j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":

@@ -12,7 +12,7 @@ PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLE
 
 class GpuState:
     __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
-                 "running")
+                 "running", "view")
 
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
@@ -23,6 +23,7 @@ class GpuState:
         self.var = var          # time multiplier per variability class, None = off
         self.util_pct = 0.0     # SM utilisation from the physics (as GpuReadings reports it)
         self.running = 0        # its jobs that run (not waiting for a node's boot)
+        self.view: Gpu | None = None    # the frozen view, None when its jobs changed since
 
 
 class NodeState:
@@ -44,14 +45,17 @@ class NodeState:
         self.features: tuple[str, ...] = ()   # e.g. ("switch=s0",): its leaf switch
 
     def model(self, gpu_model: str, memory_mib: int, shards_total: int) -> Node:
-        """The frozen view a policy sees, rebuilt only when the node changed."""
+        """The frozen view a policy sees, rebuilt only when the node changed, from the views of
+        its GPUs, each rebuilt only when its jobs changed."""
         if self.dirty or self.view is None:
-            gpus = tuple(Gpu(node=self.name, index=g.index, model=gpu_model, gres_type=f"g{g.index}",
-                             memory_mib=memory_mib, shards_total=shards_total,
-                             shards_used=g.shards_used,
-                             exclusive_job=g.jobs[0].id if g.exclusive else None,
-                             shard_jobs=() if g.exclusive else tuple(j.id for j in g.jobs))
-                         for g in self.gpus)
+            for g in self.gpus:
+                if g.view is None:
+                    g.view = Gpu(node=self.name, index=g.index, model=gpu_model,
+                                 gres_type=f"g{g.index}", memory_mib=memory_mib,
+                                 shards_total=shards_total, shards_used=g.shards_used,
+                                 exclusive_job=g.jobs[0].id if g.exclusive else None,
+                                 shard_jobs=() if g.exclusive else tuple(j.id for j in g.jobs))
+            gpus = tuple(g.view for g in self.gpus)
             if self.power == OFF:
                 state = "idle"          # Slurm: IDLE+POWERED_DOWN, resumed on demand
             elif self.free == len(self.gpus):

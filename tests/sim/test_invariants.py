@@ -8,6 +8,7 @@ import pytest
 
 from slurm_plugin.physics.classes import class_mix
 from slurm_plugin.policy import get_policy
+from slurm_plugin.record import replace
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
@@ -258,17 +259,48 @@ class _NoMemoEaco:
         return get_policy("eaco").reconcile(ctx)
 
 
-@pytest.mark.parametrize("seed", range(3))
+class _MemoWithoutLog:
+    """EaCO kept between calls, handed a Context without one of the simulator's change logs
+    (as the live path, which keeps none)."""
+
+    name = "eaco"
+    slurm_settings = get_policy("eaco").slurm_settings
+
+    def __init__(self, log: str) -> None:
+        self._policy = get_policy("eaco")
+        self._log = log
+
+    def _without(self, ctx):
+        if self._log == "history":
+            return replace(ctx, history_log=None)
+        return replace(ctx, cluster=replace(ctx.cluster, nodes_log=None))
+
+    def advise(self, request, ctx):
+        return self._policy.advise(request, self._without(ctx))
+
+    def reconcile(self, ctx):
+        return self._policy.reconcile(self._without(ctx))
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_eaco_observe_memo_changes_no_decision(tmp_path, seed, make_trace):
+    """The memo, with or without the history and node logs, decides as fresh passes, over
+    random cluster shapes."""
     rng = random.Random(100 + seed)
-    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 150, 4), "canonical")
-    spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=60.0)
+    nodes, gpn = rng.choice([(1, 8), (2, 4), (3, 2), (4, 4), (6, 8)])
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 150 + 50 * seed, min(gpn, 4)),
+                      "canonical")
+    spec = ClusterSpec(nodes=nodes, gpus_per_node=gpn,
+                       reconcile_interval_s=rng.choice([30.0, 60.0, 300.0]))
     mix = class_mix("eaco-paper")
     a = Simulator(jobs, spec, get_policy("eaco"), seed=seed, class_mix=mix).run()
     b = Simulator(jobs, spec, _NoMemoEaco(), seed=seed, class_mix=mix).run()
-    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    c = Simulator(jobs, spec, _MemoWithoutLog("history"), seed=seed, class_mix=mix).run()
+    d = Simulator(jobs, spec, _MemoWithoutLog("nodes"), seed=seed, class_mix=mix).run()
+    for r in (a, b, c, d):
+        r.pop("sim_wall_s")
     assert a["actions"].get("observe", 0) > 0      # groups were judged
-    assert a == b
+    assert a == b == c == d
 
 
 class _FreshPasses(Simulator):

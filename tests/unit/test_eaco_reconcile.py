@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import test_eaco_shapes as shapes
 
@@ -10,6 +11,7 @@ from slurm_plugin.model import JobRequest, Progress
 from slurm_plugin.policy.eaco import Eaco
 from slurm_plugin.policy.eaco_predict import group_slowdowns
 from slurm_plugin.history import History
+from slurm_plugin.record import replace
 
 SOLO_S = 1000.0          # both jobs: 100 steps of 10 s alone, 10 steps per epoch
 T0 = shapes.NOW
@@ -141,3 +143,34 @@ def test_an_explicit_deadline_counts_over_the_default(tmp_path: Path) -> None:
     assert [a.job_id for a in move] == ["2"] and "after its deadline" in move[0].why
     _, plain_a2, _ = passes(pair_cluster(), 1.08, History(tmp_path / "h2"))
     assert [a.kind for a in plain_a2] == ["observe"]                # default deadline: stays
+
+
+def test_a_kept_policy_rejudges_a_quiet_group_when_the_log_names_a_key_it_reads(
+        tmp_path: Path) -> None:
+    """One policy object over passes (the simulator's way): a quiet group is skipped while the
+    history log names only keys it does not read, and judged again, as a fresh pass would,
+    once a key it reads changes."""
+    history = History(tmp_path / "h.json")
+    passes(pair_cluster(), 1.01, history)      # marked, then observed: "seen" is recorded
+    cluster = pair_cluster()
+    later = T0 + 10 * 10 * 1.01
+    second = {j: progress(j, 15, later) for j in ("1", "2")}
+    figures = dict(history.view())
+    policy = Eaco()
+    log: dict[int, tuple[str, ...]] = {}
+
+    def run(version: int):
+        ctx = replace(shapes.context(cluster, history=figures, progress=second, now_s=later),
+                      history_version=version, history_log=MappingProxyType(dict(log)))
+        return policy.reconcile(ctx), Eaco().reconcile(ctx)
+
+    assert run(1) == ((), ())                  # judged: nothing to do, so the group is quiet
+    figures["job:someone:vgg16:solo_s"] = 5.0
+    log[2] = ("job:someone:vgg16:solo_s",)
+    assert run(2) == ((), ())
+    figures["pair:alexnet+resnet18"] = 1.5     # now predicted over the limit
+    log[3] = ("pair:alexnet+resnet18",)
+    kept, fresh = run(3)
+    assert [a.kind for a in kept] == ["move_exclusive"] and kept == fresh
+    figures["pair:alexnet+resnet18"] = 1.0
+    assert run(5)[0] == ()                     # version 4 missing from the log: full recompute
