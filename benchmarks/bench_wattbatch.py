@@ -82,7 +82,8 @@ def main() -> None:
             if args.share:                                          # jobs to share with
                 for _ in range(2):
                     done = subprocess.run([*direct, "--parsable", "--job-name=bench",
-                                           "--wrap=sleep 900"], capture_output=True, text=True)
+                                           "--output=/dev/null", "--wrap=sleep 900"],
+                                          capture_output=True, text=True)
                     ids.append(done.stdout.strip().split(";")[0])
                 time.sleep(3)
             for cmd, env in ways.values():                          # warm caches, not counted
