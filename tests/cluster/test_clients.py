@@ -75,8 +75,8 @@ def test_dask_jobqueue_cluster(localcluster, through_shim, tmp_path):
         with distributed.Client(cluster) as client:
             assert client.submit(operator.mul, 5, 5).result(timeout=120) == 25
             ids = [w.job_id for w in cluster.workers.values()]
-            shown = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True,
-                                   text=True).stdout.splitlines()
+            shown = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True
+                                   ).stdout.decode(errors="replace").splitlines()
         records = [re.search(r"AdminComment=(\S*)", line).group(1) for line in shown
                    if line.split()[0].removeprefix("JobId=") in ids]
         assert ids and [_policy(a) for a in records] == ["policy=slurm-default"] * len(ids)

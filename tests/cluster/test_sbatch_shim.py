@@ -26,8 +26,8 @@ def policies() -> list[str]:
     wattbatch's ``wb:`` tag (``-`` for a job submitted without one)."""
     ids = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
                          check=True).stdout.split()
-    shown = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, text=True,
-                           check=True).stdout.splitlines()
+    shown = subprocess.run(["scontrol", "-o", "show", "job"], capture_output=True, check=True
+                           ).stdout.decode(errors="replace").splitlines()   # any job name
     records = [re.search(r"AdminComment=(\S*)", line).group(1) for line in shown
                if line.split()[0].removeprefix("JobId=") in ids]
     return sorted(next((p[len("policy="):] for p in rec.split(";") if p.startswith("policy=")),
