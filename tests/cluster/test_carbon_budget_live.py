@@ -1,42 +1,52 @@
-"""``wattctl carbon budget --json`` on the local cluster: what it says jobs spent is the sum of
-their ``job_energy`` carbon in InfluxDB (the epilog's points), per account and in total."""
+"""``wattctl carbon budget --json`` against the local cluster's real InfluxDB holding known
+accounting data (tests/cluster/energy_data.py: job_energy records of 30 jobs over three days,
+three accounts, reconcile actions): what it says was spent is the sum of the records' carbon
+in the budget period, per account and in total, and it lists the jobs reconcile deferred."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from energy_data import build
 
-from slurm_plugin.localcluster.energy_check import submit_group, wait_records
-from slurm_plugin.proc import run
-from slurm_plugin.telemetry.influx import InfluxClient
-from slurm_plugin.telemetry.lineproto import time_ns
+from slurm_plugin import proc
 
 pytestmark = pytest.mark.cluster
 
 
-def test_spent_is_the_sum_of_job_carbon(localcluster):
-    cfg = localcluster.config()
-    jobs = submit_group(cfg, ["vgg16", "lstm"], "gpu3", "g2", 8)
-    assert set(wait_records(cfg, jobs, timeout_s=120)) == set(jobs)
-    env = dict(localcluster.env, WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY="5")
-    wattctl = str(Path(sys.executable).with_name("wattctl"))
-    report = json.loads(run([wattctl, "carbon", "budget", "--json"], env=env).stdout)
-    start_s = report["period"]["start_s"]
-    assert report["budget_kg"] == 5.0 and report["warnings"] == []
-    rows = InfluxClient.from_config(cfg).query(
-        f'SELECT "co2_g", "account" FROM "job_energy" WHERE time > {time_ns(start_s)} '
-        f'AND time <= {time_ns(report["now_s"])}')
-    per_account: dict[str, float] = {}
-    for s in rows:
-        for r in s.rows():
-            per_account[r["account"]] = per_account.get(r["account"], 0.0) + r["co2_g"]
-    assert per_account and report["spent_kg"] == pytest.approx(
-        sum(per_account.values()) / 1000, rel=1e-6, abs=1e-6)
-    assert {a["account"]: a["spent_kg"] for a in report["accounts"]} == pytest.approx(
-        {a: g / 1000 for a, g in per_account.items()}, rel=1e-6, abs=1e-6)
-    assert report["forecast_kg"] >= report["spent_kg"]
-    assert report["period"]["end_s"] - start_s == 86400 and start_s <= time.time()
+@pytest.fixture()
+def stored(localcluster):
+    db = f"wb_test_budget_{uuid.uuid4().hex[:8]}"
+    client = localcluster.influx(db)
+    client.create_database()
+    data = build(time.time())
+    client.write(data.points)
+    yield db, data
+    client.drop_database()
+
+
+def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):
+    db, data = stored
+    env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db,
+           "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "50"}
+    report = json.loads(proc.run([str(Path(sys.executable).with_name("wattctl")), "carbon",
+                                  "budget", "--json"], env=env, timeout_s=60).stdout)
+    start_s, now_s = report["period"]["start_s"], report["now_s"]
+    assert report["budget_kg"] == 50.0 and report["period"]["end_s"] - start_s == 7 * 86400
+    want: dict[str, float] = {}
+    for records in data.jobs.values():
+        for r in records:
+            if start_s < r["time"] <= now_s and "co2_g" in r:
+                want[r["account"]] = want.get(r["account"], 0.0) + r["co2_g"]
+    assert report["spent_kg"] == pytest.approx(sum(want.values()) / 1000, abs=1e-6)
+    got = {a["account"]: a["spent_kg"] for a in report["accounts"]}
+    assert got == pytest.approx({a: g / 1000 for a, g in want.items()}, abs=1e-6)
+    deferred = {a["job_id"] for a in data.actions
+                if a["kind"] == "defer" and start_s < a["time"] <= now_s}
+    assert {m["job_id"] for m in report["deferred"]} == deferred
+    assert report["capped"] == [] and report["forecast_kg"] >= report["spent_kg"]
