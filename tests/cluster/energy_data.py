@@ -9,6 +9,10 @@ one with no co2_g) and ``reconcile_action`` points (from ``outcome_points``), an
 from __future__ import annotations
 
 import math
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from slurm_plugin.telemetry.actions import outcome_points
@@ -112,3 +116,18 @@ def build(end_s: float) -> Data:
             d.actions.append({**o, "time": p.time_s})
             d.points.append(p)
     return d
+
+
+@contextmanager
+def stored(localcluster, prefix: str) -> Iterator[tuple[str, Data]]:
+    """(database, data): ``build``'s points in a database of their own on the local cluster's
+    InfluxDB, dropped afterwards."""
+    db = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    client = localcluster.influx(db)
+    client.create_database()
+    data = build(time.time())
+    client.write(data.points)
+    try:
+        yield db, data
+    finally:
+        client.drop_database()

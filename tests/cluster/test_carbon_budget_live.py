@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
-from energy_data import build
+from energy_data import stored as stored_data
 
 from slurm_plugin import proc
 
@@ -21,13 +19,8 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture()
 def stored(localcluster):
-    db = f"wb_test_budget_{uuid.uuid4().hex[:8]}"
-    client = localcluster.influx(db)
-    client.create_database()
-    data = build(time.time())
-    client.write(data.points)
-    yield db, data
-    client.drop_database()
+    with stored_data(localcluster, "wb_test_budget") as got:
+        yield got
 
 
 def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):

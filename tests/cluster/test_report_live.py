@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import time
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from energy_data import build
+from energy_data import stored as stored_data
 from slurm_plugin import proc
 
 pytestmark = pytest.mark.cluster
@@ -20,13 +19,8 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def stored(localcluster):
-    db = f"wb_test_report_{uuid.uuid4().hex[:8]}"
-    client = localcluster.influx(db)
-    client.create_database()
-    data = build(time.time())
-    client.write(data.points)
-    yield db, data
-    client.drop_database()
+    with stored_data(localcluster, "wb_test_report") as got:
+        yield got
 
 
 def _report(localcluster, db: str, *args: str, check: bool = True) -> proc.Completed:
