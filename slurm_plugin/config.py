@@ -127,6 +127,7 @@ SCHEMA: dict[str, Key] = {
     "reconcile.max_actions": _int(0, 10000),
     "template.name": Key(str),
     "wrapper.server_idle_s": _num(0, 86400),
+    "wrapper.snapshot_cache_s": _num(0, 3600),
     "greenflow.budget_kg_per_day": _num(0, 1e9),
     "greenflow.budget_kg_per_week": _num(0, 1e9),
     "greenflow.shiftable_partitions": Key(str),

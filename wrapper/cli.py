@@ -34,10 +34,12 @@ INFO_TIMEOUT_S = 10.0              # --help, --version: Slurm retries a missing 
 
 @record
 class Providers:
-    """Where the snapshot and the readings come from (tests hand in their own)."""
+    """Where the snapshot and the readings come from (tests and the warm server's cache hand
+    in their own), and who hears of a job submitted on a decision (outcome, sbatch's stdout)."""
 
     snapshot: Callable[[Any], Any]
     readings: Callable[[Any, Any, float], Any]
+    submitted: Callable[[Any, str], None] | None = None
 
 
 def _slurm_snapshot(cfg: Any) -> Any:
@@ -142,7 +144,9 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
     if wb.explain:
         for line in outcome.explain_lines():
             io.err.write(f"wattbatch: explain: {line}\n")
-    return _sbatch(_changed(cmd, argv, outcome, script), outcome.cfg, io)
+    heard = providers.submitted
+    return _sbatch(_changed(cmd, argv, outcome, script), outcome.cfg, io,
+                   seen=(lambda stdout: heard(outcome, stdout)) if heard else None)
 
 
 def _say_dry_run_source(wb: Any, io: Io) -> None:
@@ -289,8 +293,10 @@ def _sbatch_quiet(args: list[str], io: Io) -> Any:
     return call
 
 
-def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> int:
-    """Run sbatch and relay its stdout, stderr and exit code as they are."""
+def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = (),
+            seen: Callable[[str], None] | None = None) -> int:
+    """Run sbatch and relay its stdout, stderr and exit code as they are; ``seen`` gets the
+    stdout of a submission sbatch accepted, before the caller does."""
     from slurm_plugin import proc
     from slurm_plugin.errors import CommandError
     try:
@@ -311,6 +317,11 @@ def _sbatch(sub: Submission, cfg: Any, io: Io, skip: tuple[str, ...] = ()) -> in
         feed.close()
         if sub.temp_script:
             os.unlink(sub.temp_script)
+    if seen is not None and done.returncode == 0:
+        try:
+            seen(done.stdout)
+        except Exception:                   # noqa: BLE001 - the job is in; only a cache hint
+            pass
     io.out.write(done.stdout)
     io.err.write(done.stderr)
     return done.returncode

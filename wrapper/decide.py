@@ -43,6 +43,7 @@ class Outcome:
     args: list[str] = field(default_factory=list)
     unchanged_reason: str = ""
     timings_ms: dict[str, float] = field(default_factory=dict)
+    snapshot_age_s: float | None = None   # how old the Slurm snapshot was (None: not read)
 
     def explain_lines(self) -> list[str]:
         if self.unchanged_reason:
@@ -55,6 +56,8 @@ class Outcome:
             lines.append(f"script block from template {self.plan.template}")
         lines.append("decision time: " + ", ".join(f"{k} {v:.1f} ms"
                                                    for k, v in self.timings_ms.items()))
+        if self.snapshot_age_s is not None:
+            lines.append(f"Slurm snapshot taken {self.snapshot_age_s:.1f} s before the decision")
         return lines
 
     def as_dict(self, script: str) -> dict[str, Any]:
@@ -71,6 +74,7 @@ class Outcome:
             "template": self.plan.template if self.plan else "",
             "environment": dict(self.plan.env) if self.plan else {},
             "timings_ms": self.timings_ms,
+            "snapshot_age_s": self.snapshot_age_s,
             "script": script,
         }
 
@@ -131,6 +135,10 @@ class _Lazy:
         if self._error is not None:
             raise self._error
         return self._value
+
+    @property
+    def loaded(self) -> bool:
+        return self._value is not None
 
     def settle(self) -> None:
         """Wait for a fetch still running (a thread left running at exit can crash Python's
@@ -209,4 +217,6 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
     out.timings_ms = {"snapshot": cluster.load_ms, "readings": readings.load_ms,
                       "policy": policy_ms,
                       "plan+render": (time.perf_counter() - t1) * 1e3}
+    if cluster.loaded:
+        out.snapshot_age_s = round(max(0.0, now_s - cluster.taken_s), 3)
     return out

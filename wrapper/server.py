@@ -7,8 +7,9 @@ For each connection it forks; the child checks that the caller is the same user,
 caller's streams, ``/dev/fd/N`` files, environment, working directory, umask, resource limits,
 groups and priority (and declines when it cannot take one, so the caller runs the call
 itself), says ``accepted``, runs ``wrapper.cli.run`` on the caller's arguments exactly as the
-caller would have, and sends its exit code. A call shares nothing with the next one: each
-runs in its own child of a parent that never handles a call.
+caller would have, and sends its exit code. A call shares nothing with the next one but the
+snapshot cache (``snapshot_cache``): each runs in its own child of a parent that never handles
+a call, and only keeps what the children send it over their pipes.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ import struct
 import sys
 import time
 
+from . import snapshot_cache
 from .server_client import HEADER_BYTES, PROTOCOL, code_stamp, frame, read_exact, socket_path
 
 MAX_REQUEST_BYTES = 16 << 20
 MAX_FDS = 64
 DEFAULT_IDLE_S = 300.0
+KEEP_S = 3600.0          # the longest wrapper.snapshot_cache_s; older entries serve no call
 
 
 def main() -> None:
@@ -88,11 +91,17 @@ def serve(path: str, idle_s: float) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # leave no socket behind
     stamp = code_stamp()
     last_s = time.monotonic()
+    shared = snapshot_cache.Shared()
+    pipes: dict[int, bytearray] = {}        # a running call's pipe -> what it sent so far
     try:
         while True:
             wait_s = max(0.0, idle_s - (time.monotonic() - last_s))
-            ready, _, _ = select.select([listener], [], [], wait_s if idle_s > 0 else 1.0)
-            if not ready:
+            ready, _, _ = select.select([listener, *pipes], [], [],
+                                        wait_s if idle_s > 0 else 1.0)
+            for fd in ready:                # first: a job placed is known before the next call
+                if fd in pipes:
+                    _drain(fd, pipes, shared)
+            if listener not in ready:
                 if idle_s <= 0 or time.monotonic() - last_s >= idle_s:
                     return
                 continue
@@ -103,15 +112,22 @@ def serve(path: str, idle_s: float) -> None:
                 if idle_s > 0:
                     return                   # the code changed under us: the next call starts
                 continue                     # a server of the new code
+            shared.prune(time.time(), KEEP_S)
+            read_end, write_end = os.pipe()
             if os.fork() == 0:
                 code = 1
                 try:                         # the child never returns into this loop
                     listener.close()
+                    os.close(read_end)
+                    for fd in pipes:
+                        os.close(fd)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    code = _child(conn)
+                    code = _child(conn, shared, write_end)
                 finally:
                     os._exit(code)
+            os.close(write_end)
+            pipes[read_end] = bytearray()
             conn.close()
     finally:
         listener.close()
@@ -120,6 +136,20 @@ def serve(path: str, idle_s: float) -> None:
                 os.unlink(leftover)
             except OSError:
                 pass
+
+
+def _drain(fd: int, pipes: dict[int, bytearray], shared: snapshot_cache.Shared) -> None:
+    """Read what a call's child sent; at its end (or on garbage) the pipe is closed."""
+    try:
+        data = os.read(fd, 1 << 20)
+        pipes[fd] += data
+        for message in snapshot_cache.unframe(pipes[fd]):
+            shared.take(message)
+    except (OSError, ValueError, EOFError, TypeError):
+        data = b""
+    if not data:
+        os.close(fd)
+        del pipes[fd]
 
 
 def _decline(conn: socket.socket) -> None:
@@ -184,8 +214,9 @@ def _take_state(req: dict, fds: list[int]) -> bool:
     return True
 
 
-def _child(conn: socket.socket) -> int:
+def _child(conn: socket.socket, shared: snapshot_cache.Shared, write_end: int) -> int:
     high = fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD_CLOEXEC, 1000)
+    to_server = fcntl.fcntl(write_end, fcntl.F_DUPFD_CLOEXEC, high + 1)
     conn.close()
     os.closerange(3, high)             # every number below is free for the caller's fds
     conn = socket.socket(fileno=high)
@@ -205,10 +236,12 @@ def _child(conn: socket.socket) -> int:
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", closefd=False, errors="surrogateescape")
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
-    from .cli import Io, run
+    from .cli import LIVE, Io, Providers, run
+    cache = snapshot_cache.CachedProviders(shared, LIVE, lambda m: _send(to_server, m))
     code = 1
     try:
-        code = run(req["argv"], Io(os.environ, sys.stdin.buffer, sys.stdout, sys.stderr))
+        code = run(req["argv"], Io(os.environ, sys.stdin.buffer, sys.stdout, sys.stderr),
+                   Providers(cache.snapshot, cache.readings, cache.submitted))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:                # noqa: BLE001 - said on the caller's stderr
@@ -224,4 +257,35 @@ def _child(conn: socket.socket) -> int:
         conn.sendall(frame(b"exit %d" % code))
     except OSError:
         pass
+    _let_go(conn, req["argv"])
+    try:
+        cache.refresh()
+    except Exception:                    # noqa: BLE001 - the next call reads Slurm itself
+        pass
     return 0
+
+
+def _send(fd: int, message: tuple) -> None:
+    data = memoryview(snapshot_cache.frame(message))
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _let_go(conn: socket.socket, argv: list[str]) -> None:
+    """Close everything of the caller's, so that it (and whoever reads its output) is done."""
+    conn.close()
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    for word in argv:
+        if word.startswith("/dev/fd/") and word[8:].isdigit() and int(word[8:]) > 2:
+            try:
+                os.close(int(word[8:]))
+            except OSError:
+                pass
