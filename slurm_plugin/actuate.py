@@ -61,6 +61,7 @@ class Actuator(Protocol):
     def start_now(self, job_id: str) -> None: ...
     def defer(self, job_id: str, begin_s: float) -> None: ...
     def cancel(self, job_id: str) -> None: ...
+    def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None: ...
 
 
 # The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
@@ -69,7 +70,7 @@ STEPS: dict[str, tuple[str, ...]] = {
     "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
     "defer": ("defer",),
     "cancel": ("cancel",),
-    "power_cap": (),     # no Slurm command: the cap is applied on the node (NVML), not by Slurm
+    "power_cap": ("set_power_cap",),   # recorded in Slurm; the node side applies it
     "observe": (),
     "note": (),
 }
@@ -141,6 +142,8 @@ def _run_step(actuator: Actuator, step: str, action: Action) -> None:
         actuator.set_gpus(action.job_id, int(action.gpus or 1))
     elif step == "defer":
         actuator.defer(action.job_id, float(action.begin_s or time.time()))
+    elif step == "set_power_cap":
+        actuator.set_power_cap(action.job_id, action.power_cap_w)
     else:
         getattr(actuator, step)(action.job_id)
 

@@ -121,6 +121,7 @@ SCHEMA: dict[str, Key] = {
     "node.state_dir": Key(str),
     "node.gpu_source": Key(str),
     "node.gpu_model": Key(str),
+    "node.cap_refresh_s": _num(0, 86400),
     "progress.site_key_file": Key(str),
     "progress.job_key_dir": Key(str),
     "reconcile.state_dir": Key(str),

@@ -75,3 +75,6 @@ class SlurmActuator:
 
     def cancel(self, job_id: str) -> None:
         actions.cancel(job_id, self.cfg)
+
+    def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None:
+        actions.set_power_cap(job_id, power_cap_w, self.cfg)

@@ -12,7 +12,7 @@ Placement                               sbatch
 exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
-always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S``
+always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
 memory cap, elastic                     see ``templates/``
@@ -138,6 +138,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
     tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")
     if out.share_mode != "exclusive":
         tag += f";share={out.share_mode}:{p.shards}"
+    if p.power_cap_w is not None:
+        tag += f";cap={p.power_cap_w:.0f}"
     user_comment = view.get("comment") or ""
     out.args.append("--comment=" + (f"{user_comment} {tag}" if user_comment else tag))
     _environment(p, request, cluster, site, out, shell_script)

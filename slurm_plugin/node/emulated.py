@@ -4,7 +4,8 @@ The fake GPU device nodes have no power, utilisation or memory of their own. Thi
 which jobs Slurm placed on each GPU of the node (one ``squeue``/``sinfo`` snapshot), and asks
 ``physics`` what those jobs draw together: per-GPU utilisation and power, a monotone energy
 counter integrated between reads (kept in a small state file), and each running job's
-interference slowdown, written to ``<node.state_dir>/emulated/slowdown-<job_id>`` where the
+interference slowdown (times its power cap's, ``physics.job_cap``, where the GPU's jobs carry
+one: ``node/power_cap.py``; the reading's ``power_limit_w`` is then the cap), written to ``<node.state_dir>/emulated/slowdown-<job_id>`` where the
 emulated training job reads it before every step. The simulator uses the same functions.
 """
 
@@ -21,6 +22,8 @@ from ..record import record
 from ..model import EMPTY_MAP, Cluster, Gpu, GpuReading, Job, Resident
 from ..physics import (group_slowdowns, idle_power_w, job_class, max_power_w, shared_gpu_power_w,
                        shared_gpu_util)
+from ..physics.job_cap import capped_job
+from .power_cap import caps_of
 
 DEFAULT_APP = "resnet18"   # class of a GPU job that names none (see docs/physics.md)
 
@@ -48,13 +51,14 @@ class GpuState:
     slowdown: Mapping[str, float]
     residents: tuple[Resident, ...]
     job_power_w: Mapping[str, float]
+    power_limit_w: float
 
 
 def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
     resident = [jobs[j] for j in gpu.job_ids if j in jobs and jobs[j].running]
     idle = idle_power_w(gpu.model)
     if not resident:
-        return GpuState(0.0, idle, 0.0, EMPTY_MAP, (), EMPTY_MAP)
+        return GpuState(0.0, idle, 0.0, EMPTY_MAP, (), EMPTY_MAP, max_power_w(gpu.model))
     classes = [_class(j) for j in resident]
     n_gpus = [max(1, len(j.uses)) for j in resident]
     slow = group_slowdowns([c.name for c in classes])
@@ -70,10 +74,20 @@ def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
     mem = float(min(gpu.memory_mib, sum(c.memory_mib for c in classes)))
     held = [next((u.shards for u in j.uses if (u.node, u.index) == gpu.key), 0)
             for j in resident]
+    job_dynamic = [d * scale for d in dynamic]
+    cap_w = caps_of(gpu, jobs)
+    if cap_w is not None:       # each job as the simulator runs it capped: slower, cooler
+        capped = [capped_job(c.name, n, cap_w, gpu.model) for c, n in zip(classes, n_gpus)]
+        slow = [s * t for s, (_, t) in zip(slow, capped)]
+        levels = [c.power_at(n, gpu.model) - idle for c, n in zip(classes, n_gpus)]
+        job_dynamic = [d * max(0.0, p - idle) / lv if lv > 0 else 0.0
+                       for d, (p, _), lv in zip(job_dynamic, capped, levels)]
+        power = min(cap_w, idle + sum(job_dynamic))
     return GpuState(
         util, power, mem, {j.job_id: s for j, s in zip(resident, slow)},
         tuple(Resident(j.job_id, h, u, j.app) for j, h, u in zip(resident, held, utils)),
-        {j.job_id: idle / len(resident) + d * scale for j, d in zip(resident, dynamic)})
+        {j.job_id: idle / len(resident) + d for j, d in zip(resident, job_dynamic)},
+        cap_w if cap_w is not None else max_power_w(gpu.model))
 
 
 class EmulatedSource:
@@ -127,7 +141,7 @@ class EmulatedSource:
                 path.write_text(f"{s:.4f}\n")
             out.append(GpuReading(node=gpu.node, index=gpu.index, power_w=st.power_w, energy_j=e,
                                   util_pct=st.util_pct, mem_used_mib=st.mem_used_mib,
-                                  power_limit_w=max_power_w(gpu.model), taken_s=now_s,
+                                  power_limit_w=st.power_limit_w, taken_s=now_s,
                                   residents=st.residents))
         self._save(energy)
         self._save_truth(truth)

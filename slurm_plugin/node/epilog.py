@@ -15,7 +15,7 @@ import time
 from typing import Mapping
 
 from .. import config, progress_key
-from ..errors import CommandError, TelemetryError
+from ..errors import CommandError, TelemetryError, WattError
 from ..telemetry.carbon import provider_from_config
 from ..telemetry.influx import InfluxClient
 from . import ledger, spool
@@ -31,6 +31,8 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
     cfg = config.load(environ=environ)
     progress_key.remove_job_key(cfg["progress.job_key_dir"], job_id)
     state_dir, node, now_s = cfg["node.state_dir"], node_name(), time.time()
+    if cfg["node.gpu_source"] == "nvml":
+        _reset_caps(cfg, node, job_id)
     client = InfluxClient.from_config(cfg)
     carbon = provider_from_config(cfg, client)
     entry = ledger.close(state_dir, job_id)
@@ -56,6 +58,21 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
               file=sys.stderr)
     _admin_comment(cfg, job_id, result.summary())
     return result
+
+
+def _reset_caps(cfg: config.SiteConfig, node: str, job_id: str) -> None:
+    """The job's GPUs back to what the node's other jobs ask (the board's default when none
+    asks a cap): at once, not at the collector's next refresh."""
+    from ..telemetry.nvml import Nvml
+    from .power_cap import apply_caps, desired_caps, node_jobs
+    try:
+        with Nvml() as nvml:
+            failed = apply_caps(nvml, desired_caps(node_jobs(cfg, node), node,
+                                                   range(nvml.count()), leaving=job_id))
+    except WattError as exc:
+        failed = [f"power caps not reset: {exc}"]
+    for line in failed:
+        print(f"wattbatch epilog: job {job_id}: {line}", file=sys.stderr)
 
 
 def _admin_comment(cfg: config.SiteConfig, job_id: str, summary: str) -> None:

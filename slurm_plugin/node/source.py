@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
-from ..errors import ConfigError, TelemetryError
+from ..errors import ConfigError, TelemetryError, WattError
 from ..model import GpuReading, Resident
 from ..telemetry.nvml import Nvml, job_of_pid
+from .power_cap import apply_caps, desired_caps, node_jobs
 
 
 class GpuSource(Protocol):
@@ -35,10 +37,13 @@ class NvmlSource:
 
     def __init__(self, node: str, nvml: Nvml | None = None,
                  clock: Callable[[], float] = time.time,
-                 job_of: Callable[[int], str | None] = job_of_pid) -> None:
+                 job_of: Callable[[int], str | None] = job_of_pid,
+                 caps: Callable[[range], Mapping[int, float | None]] | None = None,
+                 cap_refresh_s: float = 60.0) -> None:
         self.node = node
         self.nvml = nvml or Nvml()
         self._clock, self._job_of = clock, job_of
+        self._caps, self._cap_refresh_s, self._caps_at_s = caps, cap_refresh_s, None
         self._seen_us: dict[int, int] = {}
         self._integrated: dict[int, tuple[float, float, float]] = {}  # index -> (t, power, energy)
 
@@ -63,7 +68,24 @@ class NvmlSource:
                 per_job[job] = per_job.get(job, 0.0) + util.get(pid, 0.0)
         return tuple(Resident(job, 0, u) for job, u in sorted(per_job.items()))
 
+    def set_caps(self) -> None:
+        """Every ``cap_refresh_s``: each GPU's limit to what its jobs ask (``power_cap``);
+        what cannot be set or read is said on stderr, and the readings go on."""
+        now_s = self._clock()
+        if self._caps is None or self._cap_refresh_s <= 0 or (
+                self._caps_at_s is not None and now_s - self._caps_at_s < self._cap_refresh_s):
+            return
+        self._caps_at_s = now_s
+        try:
+            failed = apply_caps(self.nvml, self._caps(range(self.nvml.count())))
+        except WattError as exc:
+            failed = [f"power caps not read: {exc}"]
+        for line in failed:
+            print(f"wattbatch collector: warning: {self.node}: {line}", file=sys.stderr,
+                  flush=True)
+
     def read(self) -> list[GpuReading]:
+        self.set_caps()
         out = []
         for i in range(self.nvml.count()):
             now_s = self._clock()
@@ -84,8 +106,13 @@ def _emulated(node: str, cfg: Any) -> GpuSource:
     return EmulatedSource(node, lambda: snapshot(cfg), cfg["node.state_dir"])
 
 
+def _nvml(node: str, cfg: Any) -> GpuSource:
+    return NvmlSource(node, caps=lambda indexes: desired_caps(node_jobs(cfg, node), node, indexes),
+                      cap_refresh_s=cfg["node.cap_refresh_s"])
+
+
 SOURCES: dict[str, Callable[[str, Any], GpuSource]] = {
-    "nvml": lambda node, cfg: NvmlSource(node),
+    "nvml": _nvml,
     "emulated": _emulated,
 }
 

@@ -13,9 +13,9 @@ from typing import Mapping, Sequence
 
 from ..config import SiteConfig
 from ..errors import CommandError, InputError
-from .cli import slurm, slurm_release
+from .cli import slurm, slurm_json, slurm_release
 from .formats import release_tuple
-from .parse import parse_scontrol_record
+from .parse import parse_scontrol_record, with_cap
 
 # From this release on, a held job's shard request can be turned into whole GPUs
 # (``TresPerNode=gres:gpu:N``), checked on 24.11.5 and 26.05.5; 22.05 refuses it.
@@ -142,6 +142,23 @@ def resize(job_id: str, gpus: int, cfg: SiteConfig) -> None:
     set_gpu_count(job_id, gpus, cfg)
     release(job_id, cfg)
     start_now(job_id, cfg)
+
+
+def set_power_cap(job_id: str, power_cap_w: float | None, cfg: SiteConfig) -> None:
+    """Record the GPU power cap (W; None: no cap) of a pending or running job in its
+    AdminComment (``wb:..;cap=W``, out of users' reach), where the node side reads it and
+    applies it to the job's GPUs (``node/power_cap.py``). Every other word is kept."""
+    if power_cap_w is not None and not 0 < power_cap_w < 1e5:
+        raise InputError(f"slurm: power cap {power_cap_w!r} W for job {job_id}: give a "
+                         "positive number of watts, or none")
+    jobs = slurm_json("squeue", [f"--jobs={_check_id(job_id)}"], cfg).get("jobs") or []
+    old = next((str(j.get("admin_comment") or "") for j in jobs
+                if str(j.get("job_id")) == str(job_id)), None)
+    if old is None:
+        raise InputError(f"slurm: job {job_id} is not in squeue: no power cap to set")
+    new = with_cap(old, power_cap_w)
+    if new != old:
+        _scontrol(["update", f"jobid={job_id}", f"AdminComment={new}"], cfg)
 
 
 def cancel(job_id: str, cfg: SiteConfig) -> None:

@@ -158,6 +158,7 @@ def app_from_comment(comment: str) -> str:
 
 
 _DECLARED = re.compile(r"^wb:(?:.*;)?declared_app=([^;\s]*)")
+_CAP = re.compile(r"(?:^|\s)wb:(?:[^\s]*;)?cap=([^;\s]*)")
 
 
 def recorded_app(admin_comment: str) -> str | None:
@@ -165,6 +166,34 @@ def recorded_app(admin_comment: str) -> str | None:
     declared_app=NAME;..``, "" when the job declared none); None without that record."""
     m = _DECLARED.match(admin_comment or "")
     return m.group(1) if m else None
+
+
+def recorded_cap(admin_comment: str) -> float | None:
+    """The GPU power cap (W) recorded for a job in AdminComment (``wb:..;cap=W``: by
+    job_submit.lua from wattbatch's tag, or by reconcile's ``power_cap`` action); None: none,
+    or a value that is not a positive number."""
+    m = _CAP.search(admin_comment or "")
+    try:
+        cap_w = float(m.group(1)) if m else 0.0
+    except ValueError:
+        return None
+    return cap_w if 0.0 < cap_w < 1e5 else None
+
+
+def with_cap(admin_comment: str, cap_w: float | None) -> str:
+    """``admin_comment`` with its ``wb:`` word's ``cap=`` set to ``cap_w`` (None: removed);
+    every other word and key kept as it was."""
+    words = (admin_comment or "").split()
+    at = next((k for k, w in enumerate(words) if w.startswith("wb:")), None)
+    if at is None:
+        words.append("wb:")
+        at = len(words) - 1
+    head, *keys = words[at][3:].split(";") if words[at][3:] else [""]
+    items = [k for k in [head, *keys] if k and not k.startswith("cap=")]
+    if cap_w is not None:
+        items.append(f"cap={cap_w:.0f}")
+    words[at] = "wb:" + ";".join(items)
+    return " ".join(w for w in words if w != "wb:")
 
 
 def declared_app(admin_comment: str, comment: str) -> str:
@@ -336,7 +365,8 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         app=declared_app(str(raw.get("admin_comment") or ""), comment),
         reason="" if reason == "None" else reason,
         exit_code=d.exit_code(raw) if finished else None,
-        deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state))
+        deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
+        power_cap_w=recorded_cap(str(raw.get("admin_comment") or "")))
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,

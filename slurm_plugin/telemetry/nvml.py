@@ -124,6 +124,11 @@ class Nvml:
                             self._handle(index))
         return lo / 1000.0, hi / 1000.0
 
+    def default_power_limit_w(self, index: int) -> float:
+        mw = self._call("default power limit", index,
+                        self._nv.nvmlDeviceGetPowerManagementDefaultLimit, self._handle(index))
+        return mw / 1000.0
+
     def set_power_limit_w(self, index: int, power_w: float) -> None:
         """Set the power cap (needs root); a value outside the GPU's range is an InputError."""
         lo, hi = self.power_limit_range_w(index)

@@ -80,6 +80,10 @@ class Recorder:
         self.job = None
         self._done("cancel", job_id)
 
+    def set_power_cap(self, job_id, power_cap_w):
+        self._check("set_power_cap")
+        self._done("set_power_cap", job_id, power_cap_w)
+
 
 class Fixed:
     """A policy returning fixed actions."""

@@ -20,6 +20,7 @@ ACTIONS = {
     "move_exclusive": Action("move_exclusive", "7", "fixed", gpus=1, why="t"),
     "defer": Action("defer", "7", "fixed", begin_s=4e9, why="t"),
     "cancel": Action("cancel", "7", "fixed", why="t"),
+    "power_cap": Action("power_cap", "7", "fixed", power_cap_w=200.0, why="t"),
 }
 
 
@@ -84,7 +85,7 @@ def test_no_job_left_held_after_two_passes(tmp_path, monkeypatch, kind, fault, w
 
 
 def test_matrix_size():
-    assert len(CASES) == 2 * (4 + 4 + 1 + 1) + (6 + 6 + 3 + 3)
+    assert len(CASES) == 2 * (4 + 4 + 1 + 1 + 1) + (6 + 6 + 3 + 3 + 3)
 
 
 def test_stuck_action_is_retried_while_the_controller_is_down(tmp_path):

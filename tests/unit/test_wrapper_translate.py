@@ -45,6 +45,11 @@ def test_user_comment_kept():
     assert out.args == ["--comment=my run wb:policy=p;app=bert"]
 
 
+def test_a_power_cap_is_in_the_tag_for_job_submit_lua_to_record():
+    out = _plan(Placement("greenflow", 1, power_cap_w=187.6))
+    assert out.args == ["--comment=wb:policy=greenflow;app=bert;cap=188"]
+
+
 def test_opt_outs_win_over_the_policy():
     p = Placement("p", 2, nodes=("gpu1",), gpu_indexes=(0,), share_mode="shard", shards=1,
                   begin_s=5.0, power_cap_w=200.0, batch_size=64)

@@ -1,0 +1,72 @@
+"""GPU power caps on the node, level-triggered: each collector pass sets every GPU's limit to
+what its jobs ask, so a cap reaches a GPU at its job's start, follows a reconcile change, and is
+gone once the job has left (the epilog also resets at once).
+
+A job's cap is recorded in its AdminComment (``wb:..;cap=W``: job_submit.lua from wattbatch's
+tag, or reconcile's ``power_cap`` action), which users cannot change. A GPU holds one limit, so
+on a shared GPU the rule is: no cap unless every running job on it asks for one, and then the
+highest of their caps. A job can thus slow only itself: a cap it asks for never lowers the limit
+under a co-located job that asked for none, or for a higher one.
+
+Where a limit cannot be set (no permission, a board without a settable limit), the failure is
+reported on stderr by the collector and the GPU keeps its limit: never fatal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..errors import WattError
+from ..model import Gpu, Job
+from ..physics import clamp_cap_w
+
+
+def gpu_cap_w(caps_w: Iterable[float | None], gpu_model: str = "V100") -> float | None:
+    """The limit of a GPU whose running jobs ask for ``caps_w`` (None: that job asks none)."""
+    caps = list(caps_w)
+    if not caps or any(c is None for c in caps):
+        return None
+    return clamp_cap_w(max(caps), gpu_model)          # type: ignore[type-var]
+
+
+def caps_of(gpu: Gpu, jobs: Mapping[str, Job]) -> float | None:
+    return gpu_cap_w((jobs[j].power_cap_w for j in gpu.job_ids if j in jobs and jobs[j].running),
+                     gpu.model)
+
+
+def desired_caps(jobs: Iterable[Job], node: str, indexes: Iterable[int],
+                 leaving: str | None = None, gpu_model: str = "V100") -> dict[int, float | None]:
+    """GPU index -> the limit it should have now (None: the board's default) on ``node``, from
+    the jobs' allocations; ``leaving``: a job to count as gone already (the epilog's own)."""
+    asks: dict[int, list[float | None]] = {i: [] for i in indexes}
+    for job in jobs:
+        if job.running and job.job_id != leaving:
+            for use in job.uses:
+                if use.node == node and use.index in asks:
+                    asks[use.index].append(job.power_cap_w)
+    return {i: gpu_cap_w(caps, gpu_model) for i, caps in asks.items()}
+
+
+def node_jobs(cfg: Any, node: str) -> tuple[Job, ...]:
+    """The running jobs of one node (one ``squeue --json --nodelist`` call: a node's collector
+    never reads the whole queue)."""
+    from ..slurm.cli import slurm_json
+    from ..slurm.parse import parse_jobs
+    doc = slurm_json("squeue", [f"--nodelist={node}", "--states=RUNNING"], cfg)
+    return parse_jobs(doc, active_only=True, warnings=[])
+
+
+def apply_caps(nvml: Any, desired: Mapping[int, float | None]) -> list[str]:
+    """Set each GPU's limit to ``desired`` (None: the board's default) where it differs by 1 W
+    or more; returns what could not be set, one line each."""
+    failed = []
+    for index, cap_w in sorted(desired.items()):
+        try:
+            lo, hi = nvml.power_limit_range_w(index)
+            target = nvml.default_power_limit_w(index) if cap_w is None else cap_w
+            target = min(hi, max(lo, target))
+            if abs(nvml.power_limit_w(index) - target) >= 1.0:
+                nvml.set_power_limit_w(index, target)
+        except WattError as exc:
+            failed.append(f"power cap {cap_w} W not set on GPU {index}: {exc}")
+    return failed
