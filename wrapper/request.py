@@ -227,6 +227,15 @@ def default_job_name(script: str | None, wrap: bool) -> str:
     return os.path.basename(script) if script else "sbatch"
 
 
+def _slack_s(wb: WbSettings, limit_s: float | None, now_s: float) -> float | None:
+    """``--wb-slack``, or the room ``--wb-deadline`` leaves after the time limit (the smaller
+    when both are given); None: the job is not deferrable."""
+    slacks = [wb.slack_s] if wb.slack_s else []
+    if wb.deadline:
+        slacks.append(max(0.0, parse_instant_s(wb.deadline, now_s) - now_s - (limit_s or 0.0)))
+    return min(slacks) if slacks else None
+
+
 def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s: float,
                   environ: Mapping[str, str]) -> JobRequest:
     """Raises ``ValueError`` for a value sbatch would reject (the caller submits unchanged)."""
@@ -237,10 +246,12 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
     name = view.get("job_name") or default_job_name(script, view.has("wrap"))
     user = _user(environ)
     lo, hi = wb.elastic or (None, None)
+    limit_s = parse_time_limit_s(limit) if limit else None
     return JobRequest(
         name=name, user=user, gpus=ask.gpus, num_nodes=nodes, gpu_model=ask.model,
-        time_limit_s=parse_time_limit_s(limit) if limit else None,
+        time_limit_s=limit_s,
         deadline_s=parse_instant_s(deadline, now_s) if deadline else None,
+        slack_s=_slack_s(wb, limit_s, now_s),
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,
         allow_share=wb.share, opt_out=wb.opt_out, submit_s=now_s,
         repeat_key=f"{user}:{name}:{wb.app}")

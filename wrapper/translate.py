@@ -12,7 +12,7 @@ Placement                               sbatch
 exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
-always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W``
+always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
 memory cap, elastic                     see ``templates/``
@@ -140,6 +140,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         tag += f";share={out.share_mode}:{p.shards}"
     if p.power_cap_w is not None:
         tag += f";cap={p.power_cap_w:.0f}"
+    if request.slack_s and "defer" not in request.opt_out:
+        tag += f";slack={request.slack_s:.0f}"
     user_comment = view.get("comment") or ""
     out.args.append("--comment=" + (f"{user_comment} {tag}" if user_comment else tag))
     _environment(p, request, cluster, site, out, shell_script)

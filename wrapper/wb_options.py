@@ -75,6 +75,31 @@ def _mib(text: str) -> int:
     return value
 
 
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration_s(text: str) -> float:
+    t = text.strip().lower()
+    unit = _DURATION_UNITS.get(t[-1:], 0)
+    try:
+        value = float(t[:-1] if unit else t) * (unit or 1)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 365 * 86400:
+        raise ValueError("expected a duration such as 6h, 90m, 2d or 3600 (seconds)")
+    return value
+
+
+def _instant(text: str) -> str:
+    from .request import parse_instant_s
+    try:
+        parse_instant_s(text, 0.0)
+    except ValueError:
+        raise ValueError("expected a time as sbatch --begin takes it, e.g. "
+                         "2026-12-01T08:00, now+6hours, tomorrow") from None
+    return text
+
+
 def _name(text: str) -> str:
     if not text or any(c.isspace() for c in text):
         raise ValueError("expected a non-empty name without spaces")
@@ -94,6 +119,10 @@ WB_OPTIONS: tuple[WbOpt, ...] = (
     WbOpt("elastic", "elastic", "the job runs on MIN-MAX GPUs and checkpoints on SIGTERM/USR1",
           _elastic),
     WbOpt("gpu-mem", "gpu_mem_mib", "GPU memory the job needs per GPU, in MiB", _mib),
+    WbOpt("slack", "slack_s", "the job may start this much later than now (e.g. 6h), when "
+          "the grid is cleaner; marks it deferrable", _duration_s),
+    WbOpt("deadline", "deadline", "the job should finish by this time (sbatch --begin's "
+          "format); the time between now and it, less its time limit, is its slack", _instant),
     WbOpt("off", "off", "bypass wattbatch: hand everything to sbatch unchanged"),
     WbOpt("help", "help", "print this help"),
 )
@@ -111,6 +140,8 @@ class WbSettings:
     app: str = ""
     elastic: tuple[int, int] | None = None
     gpu_mem_mib: int | None = None
+    slack_s: float | None = None
+    deadline: str | None = None
     off: bool = False
     help: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)   # field -> where it was set

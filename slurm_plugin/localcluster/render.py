@@ -17,6 +17,7 @@ TEMPLATES = {
     "slurmdbd.conf": "slurmdbd.conf.j2",
     "my.cnf": "my.cnf.j2",
     "influxdb.conf": "influxdb.conf.j2",
+    "topology.conf": "topology.conf.j2",
 }
 # Slurm 24.11 and 26.05 read cgroup.conf even with proctrack/linuxproc and task/none, and
 # slurmd stops when it finds no cgroup filesystem it can use; 22.05 needs no cgroup.conf.
@@ -41,10 +42,23 @@ def node_gres(spec: Spec) -> str:
     return ",".join(gpus + shares)
 
 
+NODES_PER_SWITCH = 2
+
+
+def leaf_switches(spec: Spec) -> list[tuple[str, str]]:
+    """(switch, its nodes) of the test cluster's network: leaf switches of two nodes each."""
+    out = []
+    for k, first in enumerate(range(1, spec.nodes + 1, NODES_PER_SWITCH)):
+        last = min(spec.nodes, first + NODES_PER_SWITCH - 1)
+        out.append((f"s{k}", f"gpu[{first}-{last}]" if last > first else f"gpu{first}"))
+    return out
+
+
 def render(template: str, spec: Spec, **extra: object) -> str:
     host = socket.gethostname().split(".")[0]
     return _ENV.get_template(template).render(spec=spec, host=host, node_range=node_range(spec),
-                                              node_gres=node_gres(spec), **extra)
+                                              node_gres=node_gres(spec),
+                                              leaf_switches=leaf_switches(spec), **extra)
 
 
 def render_all(spec: Spec, db_password: str,

@@ -158,7 +158,6 @@ def app_from_comment(comment: str) -> str:
 
 
 _DECLARED = re.compile(r"^wb:(?:.*;)?declared_app=([^;\s]*)")
-_CAP = re.compile(r"(?:^|\s)wb:(?:[^\s]*;)?cap=([^;\s]*)")
 
 
 def recorded_app(admin_comment: str) -> str | None:
@@ -168,16 +167,27 @@ def recorded_app(admin_comment: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _recorded_number(admin_comment: str, key: str) -> float | None:
+    m = re.search(r"(?:^|\s)wb:(?:[^\s]*;)?" + key + r"=([^;\s]*)", admin_comment or "")
+    try:
+        value = float(m.group(1)) if m else 0.0
+    except ValueError:
+        return None
+    return value if 0.0 < value < 1e9 else None
+
+
 def recorded_cap(admin_comment: str) -> float | None:
     """The GPU power cap (W) recorded for a job in AdminComment (``wb:..;cap=W``: by
     job_submit.lua from wattbatch's tag, or by reconcile's ``power_cap`` action); None: none,
-    or a value that is not a positive number."""
-    m = _CAP.search(admin_comment or "")
-    try:
-        cap_w = float(m.group(1)) if m else 0.0
-    except ValueError:
-        return None
-    return cap_w if 0.0 < cap_w < 1e5 else None
+    or a value that is not a positive number of watts."""
+    cap_w = _recorded_number(admin_comment, "cap")
+    return cap_w if cap_w is not None and cap_w < 1e5 else None
+
+
+def recorded_slack(admin_comment: str) -> float | None:
+    """How long (s) the job's start may be shifted (``--wb-slack``), as job_submit.lua
+    recorded it from wattbatch's tag (``wb:..;slack=S``); None: not deferrable."""
+    return _recorded_number(admin_comment, "slack")
 
 
 def with_cap(admin_comment: str, cap_w: float | None) -> str:
@@ -337,6 +347,15 @@ def _pinned(raw: Mapping[str, Any], state: str) -> tuple[tuple[str, str, int], .
                  if it.type and it.count and (it.name == "gpu" or it.name in SHARE_GRES))
 
 
+def _begin_s(raw: Mapping[str, Any], d: Legacy, state: str) -> float | None:
+    """A pending job's ``--begin`` (or reconcile's ``StartTime``): Slurm shows it as the time
+    the job becomes eligible, later than its submission (otherwise it is eligible at once)."""
+    if state != "PENDING":
+        return None
+    eligible, submitted = d.epoch(raw, "eligible_time"), d.epoch(raw, "submit_time")
+    return eligible if eligible and submitted and eligible > submitted + 1 else None
+
+
 def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     """One entry of ``squeue --json`` ``jobs``, read with the dialect of its document.
 
@@ -350,6 +369,7 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     gpus, shares = _requested(raw, num_nodes)
     limit_min = d.minutes(raw, "time_limit")
     comment = str(raw.get("comment") or "")
+    admin_comment = str(raw.get("admin_comment") or "")
     finished = state not in ACTIVE_STATES
     reason = str(raw.get("state_reason") or "")
     return Job(
@@ -362,11 +382,12 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         end_s=d.epoch(raw, "end_time") if finished else None,
         time_limit_s=limit_min * 60 if limit_min is not None else None,
         restart_count=d.count(raw, "restart_cnt") or 0, comment=comment,
-        app=declared_app(str(raw.get("admin_comment") or ""), comment),
+        app=declared_app(admin_comment, comment),
         reason="" if reason == "None" else reason,
         exit_code=d.exit_code(raw) if finished else None,
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
-        power_cap_w=recorded_cap(str(raw.get("admin_comment") or "")))
+        begin_s=_begin_s(raw, d, state), slack_s=recorded_slack(admin_comment),
+        power_cap_w=recorded_cap(admin_comment))
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,

@@ -21,10 +21,12 @@ from types import MappingProxyType
 
 from ..config import SiteConfig
 from ..model import Cluster
+from ..record import replace
 from .cli import slurm, slurm_json, slurm_release
 from .formats import NEWEST, FormatError, SlurmFormat, detect, release_tuple
 from .parse import (ACTIVE_STATES, SACCT_FIELDS, AcctRecord, attach_jobs, parse_jobs,
                     parse_nodes, parse_sacct)
+from .topology import switches, with_switches
 
 NODES_LEGACY = ("sinfo", [])                    # Slurm 22.05
 NODES_CURRENT = ("scontrol", ["show", "nodes"])  # Slurm 23.02 and later
@@ -90,7 +92,10 @@ def snapshot(cfg: SiteConfig, gpu_model: str = "V100") -> Cluster:
     """Nodes (state, GPUs by index and type, who holds them) and pending/running jobs."""
     taken_s = time.time()
     nodes_doc, squeue, _ = read_documents(cfg)
-    return build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s, gpu_model)
+    cluster = build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s, gpu_model)
+    switch_of = switches(cfg["slurm.conf"])
+    return replace(cluster, nodes=with_switches(cluster.nodes, switch_of)) if switch_of \
+        else cluster
 
 
 # sacct -P does not escape its delimiter; job names and comments hold "|" far more often than

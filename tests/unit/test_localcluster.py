@@ -78,3 +78,21 @@ def test_site_toml_is_a_valid_site_config(tmp_path):
     assert tomllib.loads(site.read_text())["slurm"]["share_gres"] == "shard"
     env = render("env.sh.j2", spec)
     assert f"export SLURM_CONF={spec.slurm_conf}" in env
+
+
+def test_topology_conf_has_leaf_switches_of_two_nodes_that_the_snapshot_reads(tmp_path,
+                                                                              monkeypatch):
+    from slurm_plugin.model import Node
+    from slurm_plugin.slurm.topology import leaf_switches, switches, with_switches
+    files = render_all(resolve(tmp_path, environ={}), "pw")
+    assert conf_lines(files["slurm.conf"])["TopologyPlugin"] == "topology/tree"
+    assert leaf_switches(files["topology.conf"]) == {"gpu1": "s0", "gpu2": "s0",
+                                                     "gpu3": "s1", "gpu4": "s1"}
+    (tmp_path / "slurm.conf").write_text(files["slurm.conf"])
+    (tmp_path / "topology.conf").write_text(files["topology.conf"])
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    found = switches(str(tmp_path / "slurm.conf"))
+    nodes = with_switches((Node("gpu3", features=("v100",)), Node("cpu1")), found)
+    assert nodes == (Node("gpu3", features=("v100", "switch=s1")), Node("cpu1"))
+    assert switches(str(tmp_path / "elsewhere" / "slurm.conf")) == {}
+    assert leaf_switches("SwitchName=x Nodes=gpu[3-1]\nnonsense\nSwitchName=y") == {}

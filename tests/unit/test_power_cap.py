@@ -24,6 +24,13 @@ def test_the_cap_is_read_from_the_wb_word_of_the_admin_comment(admin_comment, ca
     assert recorded_cap(admin_comment) == cap_w
 
 
+def test_the_slack_is_read_from_the_same_record():
+    from slurm_plugin.slurm.parse import recorded_slack
+    assert recorded_slack("wb:uid=0;declared_app=x;tagged=1;policy=greenflow;slack=21600") == 21600
+    assert recorded_slack("wb:uid=0;policy=greenflow") is None
+    assert recorded_slack("wb:slack=-1") is None
+
+
 @pytest.mark.parametrize("old", ["", "wb:uid=0;declared_app=bert;tagged=1;policy=greenflow",
                                  "wb:uid=0;cap=100;policy=g wb-energy:kwh=1", "other words"])
 def test_setting_a_cap_keeps_every_other_word_and_key(old):

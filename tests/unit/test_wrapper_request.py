@@ -77,6 +77,24 @@ def test_build_request():
     assert wrap.name == "wrap"
 
 
+@pytest.mark.parametrize("words,slack_s", [
+    (["--wb-slack=6h"], 21600.0), (["--wb-slack", "90m"], 5400.0), (["--wb-slack=2d"], 172800.0),
+    (["--wb-slack=600"], 600.0), (["--wb-deadline=now+3hours"], 3 * 3600.0 - 3600.0),
+    (["--wb-deadline=now+3hours", "--wb-slack=1h"], 3600.0),
+    (["--wb-deadline=now+30minutes"], None), ([], None)])
+def test_slack_from_wb_slack_or_the_room_a_deadline_leaves(words, slack_s):
+    wb = resolve(parse_command_line(words, takes_value).wb_words, [], {})
+    req = build_request(_view(["-t", "60"]), wb, script=None, now_s=1000.0, environ={})
+    assert (req.slack_s or None) == slack_s
+
+
+@pytest.mark.parametrize("words", [["--wb-slack=soon"], ["--wb-slack=-1h"], ["--wb-slack=0"],
+                                   ["--wb-deadline=someday"]])
+def test_bad_slack_or_deadline_is_a_clear_error(words):
+    with pytest.raises(WbOptionError, match="(slack|deadline)"):
+        resolve(parse_command_line(words, takes_value).wb_words, [], {})
+
+
 def test_wb_layers_and_errors():
     wb = resolve([("app", "cli")], [(3, " app=script no-share opt-out=defer,resize")],
                  {"WATTBATCH_APP": "env", "WATTBATCH_DRY_RUN": "1", "WATTBATCH_SHARE": "1"})

@@ -50,6 +50,12 @@ def test_a_power_cap_is_in_the_tag_for_job_submit_lua_to_record():
     assert out.args == ["--comment=wb:policy=greenflow;app=bert;cap=188"]
 
 
+def test_a_deferrable_job_carries_its_slack_for_reconcile_to_read():
+    from slurm_plugin.record import replace
+    out = _plan(Placement("greenflow", 1), req=replace(REQ, slack_s=6 * 3600.0))
+    assert out.args == ["--comment=wb:policy=greenflow;app=bert;slack=21600"]
+
+
 def test_opt_outs_win_over_the_policy():
     p = Placement("p", 2, nodes=("gpu1",), gpu_indexes=(0,), share_mode="shard", shards=1,
                   begin_s=5.0, power_cap_w=200.0, batch_size=64)

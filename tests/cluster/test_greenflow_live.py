@@ -1,0 +1,92 @@
+"""GreenFlow live on the local cluster, with a carbon series of its own (a CSV file through
+``carbon.file``) whose low lies a few hours ahead, and a budget already overspent (seeded in the
+reconcile history, so carbon weighs fully):
+
+- a deferrable job (``--wb-slack=6h``) is submitted with ``--begin`` at the forecast low;
+- when the forecast changes, a reconcile pass moves the pending job's start to the new low
+  (the job's slack reaches reconcile through job_submit.lua's AdminComment record);
+- a job over two whole nodes is packed on one leaf switch of the cluster's topology.conf.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from cluster_waits import wait_job
+
+from slurm_plugin.history import FILE_NAME, History
+from slurm_plugin.policy.greenflow.observe import LAST_S, PERIOD_START_S, SPENT_G, WEIGHT
+from slurm_plugin.proc import run
+from slurm_plugin.slurm.snapshot import snapshot
+
+pytestmark = pytest.mark.cluster
+HOUR_S = 3600.0
+
+
+def _series(path: Path, now_s: float, low_at_h: int) -> float:
+    """Hourly intensity, 400 g/kWh but 100 at ``low_at_h`` hours ahead; that hour's time."""
+    base = (now_s // HOUR_S) * HOUR_S
+    rows = ["Time,Carbon Intensity"]
+    for k in range(-3, 13):
+        t = base + k * HOUR_S
+        value = 100.0 if k == low_at_h else 400.0
+        rows.append(f"{datetime.fromtimestamp(t, timezone.utc):%Y-%m-%d %H:%M:%S},{value}")
+    path.write_text("\n".join(rows) + "\n")
+    return base + low_at_h * HOUR_S
+
+
+@pytest.fixture()
+def env(localcluster, tmp_path) -> dict[str, str]:
+    state = tmp_path / "reconcile"
+    state.mkdir()
+    now = time.time()
+    seed = History(state / FILE_NAME)
+    for key, value in ((LAST_S, now - 2 * HOUR_S), (SPENT_G, 1e6),       # far over budget
+                       (PERIOD_START_S, (now // 86400) * 86400), (WEIGHT, 1.0)):
+        seed.add(key, value)
+    seed.save()
+    return {**localcluster.env, "WATTBATCH_RECONCILE_STATE_DIR": str(state),
+            "WATTBATCH_CARBON_FILE": str(tmp_path / "carbon.csv"),
+            "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "1", "WATTBATCH_SERVER": "0"}
+
+
+def _wattbatch(env, *argv) -> tuple[str, str]:
+    done = run(["wattbatch", "--parsable", "--wb-policy=greenflow", "--wb-explain",
+                "--output=/dev/null", *argv], env=env, timeout_s=60)
+    return done.stdout.strip().split(";")[0], done.stderr
+
+
+def test_a_deferrable_job_starts_at_the_forecast_low_and_follows_a_new_forecast(
+        localcluster, env, tmp_path):
+    cfg = localcluster.config()
+    low_s = _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)
+    job_id, why = _wattbatch(env, "--wb-slack=6h", "--wb-app=resnet18", "-t", "30",
+                             "--gres=gpu:1", "--wrap=sleep 5")
+    assert "sbatch options added: --begin=" in why, why
+    job = wait_job(cfg, job_id, lambda j: j.pending)
+    assert job.begin_s == pytest.approx(low_s, abs=1), why
+    assert job.slack_s == 6 * HOUR_S                     # recorded by job_submit.lua
+
+    new_low_s = _series(tmp_path / "carbon.csv", time.time(), low_at_h=5)
+    done = run(["wattctl", "reconcile", "--policy", "greenflow", "--json"], env=env,
+               timeout_s=120)
+    moved = [a for a in json.loads(done.stdout)["actions"] if a["kind"] == "defer"]
+    assert [(a["job_id"], a["status"]) for a in moved] == [(job_id, "done")], done.stdout
+    assert snapshot(cfg).jobs[job_id].begin_s == pytest.approx(new_low_s, abs=1)
+
+
+def test_a_job_over_two_nodes_is_packed_on_one_switch(localcluster, env, tmp_path):
+    cfg = localcluster.config()
+    _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)
+    done = run(["sbatch", "--parsable", "-w", "gpu1", "--gres=gpu:4", "--output=/dev/null",
+                "--wrap=sleep 120"], env=env, timeout_s=30)
+    wait_job(cfg, done.stdout.strip().split(";")[0], lambda j: j.running)
+    # free whole nodes: gpu2 on switch s0, gpu3 and gpu4 on s1; by name Slurm would take gpu2
+    job_id, why = _wattbatch(env, "-N", "2", "--gres=gpu:4", "-t", "10", "--wrap=sleep 5")
+    assert "--nodelist=gpu3,gpu4" in why, why
+    job = wait_job(cfg, job_id, lambda j: j.nodes != ())
+    assert sorted(job.nodes) == ["gpu3", "gpu4"]
