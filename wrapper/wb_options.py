@@ -238,8 +238,9 @@ def resolve(cli_words: list[tuple[str, str | None]], script_lines: list[tuple[in
 
 
 def help_text() -> str:
-    rows = "\n".join(f"  --wb-{o.name}{'=VALUE' if o.parse else '':<8} {o.help}"
-                     for o in WB_OPTIONS)
+    heads = [f"--wb-{o.name}" + ("=VALUE" if o.parse else "") for o in WB_OPTIONS]
+    width = max(map(len, heads))
+    rows = "\n".join(f"  {h:<{width}}  {o.help}" for h, o in zip(heads, WB_OPTIONS))
     return ("Usage: wattbatch [sbatch options] [wattbatch options] [script [args...]]\n"
             "A drop-in sbatch: every sbatch option is passed to sbatch unchanged.\n\n"
             f"wattbatch options:\n{rows}\n\n"
