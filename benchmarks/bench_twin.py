@@ -168,6 +168,7 @@ def _script(job: TraceJob, tag: str, workdir: Path) -> Path:
 
 def submit(job: TraceJob, tag: str, workdir: Path, policy: str) -> str:
     argv = [sys.executable, "-m", "wrapper.cli", "--parsable", f"--wb-policy={policy}",
+            "--wb-share",          # the simulator's jobs may share (the site default there)
             f"--gres=gpu:{job.num_gpus}", "-t", str(int(job.time_limit_s // 60)),
             f"--wb-app={job.app or assign_class(job.job_id, 0)}",   # the simulator's rule
             str(_script(job, tag, workdir))]
