@@ -144,12 +144,20 @@ def _drain(fd: int, pipes: dict[int, bytearray], shared: snapshot_cache.Shared) 
         data = os.read(fd, 1 << 20)
         pipes[fd] += data
         for message in snapshot_cache.unframe(pipes[fd]):
-            shared.take(message)
+            if shared.take(message) and shared.warm_due(message[1], time.monotonic()):
+                _warm(message[3])
     except (OSError, ValueError, EOFError, TypeError):
         data = b""
     if not data:
         os.close(fd)
         del pipes[fd]
+
+
+def _warm(blob: bytes) -> None:
+    try:
+        snapshot_cache.warm(blob)
+    except Exception:                    # noqa: BLE001 - only a head start for the next call
+        pass
 
 
 def _decline(conn: socket.socket) -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
 MAX_MESSAGE_BYTES = 256 << 20
+WARM_EVERY_S = 60.0
 
 
 def _proxy(values: dict) -> MappingProxyType:
@@ -102,15 +103,25 @@ class Shared:
         self.snapshots: dict[str, tuple[float, bytes]] = {}
         self.placed: list[tuple[str, float, bytes]] = []
         self.last_call_s: dict[str, float] = {}
+        self.warmed_s: dict[str, float] = {}
 
-    def take(self, message: Any) -> None:
-        """Apply one child's message; anything malformed is dropped."""
+    def warm_due(self, key: str, now_s: float) -> bool:
+        """Whether to make a decision again on ``key``'s new snapshot (``warm``): at most once
+        a minute per key, so the server spends little time away from accepting calls."""
+        if now_s - self.warmed_s.get(key, -WARM_EVERY_S) < WARM_EVERY_S:
+            return False
+        self.warmed_s[key] = now_s
+        return True
+
+    def take(self, message: Any) -> bool:
+        """Apply one child's message; True: it brought a newer snapshot. Anything malformed
+        is dropped."""
         try:
             kind, key, at_s, blob = message
         except (TypeError, ValueError):
-            return
+            return False
         if not (isinstance(key, str) and isinstance(at_s, float) and isinstance(blob, bytes)):
-            return
+            return False
         if kind == "call":
             self.last_call_s[key] = max(at_s, self.last_call_s.get(key, 0.0))
         elif kind == "placed":
@@ -118,6 +129,8 @@ class Shared:
         elif kind == "cache" and at_s > self.snapshots.get(key, (0.0, b""))[0]:
             self.snapshots[key] = (at_s, blob)
             self.placed = [p for p in self.placed if p[0] != key or p[1] >= at_s]
+            return True
+        return False
 
     def prune(self, now_s: float, keep_s: float) -> None:
         self.snapshots = {k: v for k, v in self.snapshots.items() if now_s - v[0] <= keep_s}
@@ -156,6 +169,7 @@ class CachedProviders:
         self.key = ""
         self.cluster: Cluster | None = None
         self.in_burst = False
+        self.outcome: Any = None
         self._hit: tuple[Cluster, Any] | None = None
         self._lock = allocate_lock()
 
@@ -177,7 +191,7 @@ class CachedProviders:
         if not blob or not 0.0 <= now_s - taken_s <= cache_s:
             return None
         try:
-            cluster, readings = pickle.loads(blob)
+            cluster, readings, _ = pickle.loads(blob)
             jobs = [pickle.loads(b) for k, at_s, b in self.shared.placed
                     if k == self.key and at_s >= taken_s]
             return with_jobs(cluster, jobs), readings
@@ -199,6 +213,7 @@ class CachedProviders:
         job_id = submitted_job_id(stdout)
         if self.cluster is None or job_id is None or outcome.placement is None:
             return
+        self.outcome = outcome
         job = placed_job(outcome, self.cluster, job_id, time.time())
         self.send(("placed", self.key, time.time(), pickle.dumps(job)))
 
@@ -211,4 +226,30 @@ class CachedProviders:
         taken_s = time.time()
         cluster = self.live.snapshot(self.cfg)
         readings = self.live.readings(self.cfg, cluster, time.time())
-        self.send(("cache", self.key, taken_s, pickle.dumps((cluster, readings))))
+        self.send(("cache", self.key, taken_s, pickle.dumps((cluster, readings, self._replay()))))
+
+    def _replay(self) -> tuple | None:
+        """This call's decision, for the server to make again on the new snapshot (``warm``)."""
+        o = self.outcome
+        if o is None or o.request is None:
+            return None
+        from .decide import _settings
+        return o.policy, dict(_settings(self.cfg, o.policy)), o.request, \
+            self.cfg["reconcile.state_dir"]
+
+
+def warm(blob: bytes) -> None:
+    """In the server: make the last call's decision again on the snapshot it sent, so that what
+    the policy computes once (EaCO's shard weights of a GPU kind, under the site's settings and
+    history) is in memory before the next call's child is forked. Pure policy code: no Slurm,
+    no InfluxDB; the result is thrown away."""
+    from slurm_plugin.history import read_view
+    from slurm_plugin.policy.base import Context
+    from slurm_plugin.policy.registry import get_policy
+    cluster, readings, replay = pickle.loads(blob)
+    if replay is None:
+        return
+    name, settings, request, state_dir = replay
+    get_policy(name).advise(request, Context(cluster=cluster, readings=readings,
+                                             now_s=time.time(), settings=settings,
+                                             history=read_view(state_dir)))

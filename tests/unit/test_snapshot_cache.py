@@ -24,7 +24,7 @@ def _cluster(taken_s: float = 100.0) -> Cluster:
 
 def _outcome(share_mode: str = "shard", shards: int = 1, indexes=(0,)) -> SimpleNamespace:
     return SimpleNamespace(
-        placement=Placement(policy="eaco", gpus=1, nodes=("n1",), gpu_indexes=indexes,
+        policy="eaco", placement=Placement(policy="eaco", gpus=1, nodes=("n1",), gpu_indexes=indexes,
                             share_mode=share_mode, shards=shards),
         request=JobRequest(name="j", user="u", gpus=1, app="resnet18"))
 
@@ -118,7 +118,7 @@ def test_a_call_decides_on_a_fresh_cached_snapshot_with_the_jobs_placed_since(mo
     key = sc.cache_key(cfg, __import__("os").environ)
     now = time.time()
     shared = sc.Shared()
-    shared.take(("cache", key, now - 1.0, pickle.dumps((_cluster(now - 1.0), Readings()))))
+    shared.take(("cache", key, now - 1.0, pickle.dumps((_cluster(now - 1.0), Readings(), None))))
     placed = sc.placed_job(_outcome(), _cluster(), "11", now - 0.5)
     shared.take(("placed", key, now - 0.5, pickle.dumps(placed)))
     shared.take(("call", key, now - 0.6, b""))
@@ -134,6 +134,7 @@ def test_a_call_decides_on_a_fresh_cached_snapshot_with_the_jobs_placed_since(mo
     assert (kind, k) == ("placed", key) and pickle.loads(blob).pinned == (("n1", "g1", 1),)
     cache.refresh()
     assert live.calls == ["snapshot", "readings"] and sent[2][0] == "cache"
+    assert pickle.loads(sent[2][3])[2][:1] == ("eaco",)         # the decision, to make again
 
 
 @pytest.mark.parametrize("age_s,cache_s,other_key", [(6.0, 5, False), (1.0, 0, False),
@@ -142,7 +143,7 @@ def test_a_stale_or_foreign_or_disabled_cache_is_not_used(age_s, cache_s, other_
     cfg = _cfg(cache_s)
     key = "someone else's" if other_key else sc.cache_key(cfg, __import__("os").environ)
     shared = sc.Shared()
-    shared.take(("cache", key, time.time() - age_s, pickle.dumps((_cluster(), Readings()))))
+    shared.take(("cache", key, time.time() - age_s, pickle.dumps((_cluster(), Readings(), None))))
     shared.take(("call", key, time.time() - 1.0, b""))
     live, sent = _Live(_cluster()), []
     cache = sc.CachedProviders(shared, live, sent.append)
@@ -182,8 +183,28 @@ def test_readings_asked_before_the_snapshot_come_from_the_cache_too():
     cfg = _cfg(5)
     key = sc.cache_key(cfg, __import__("os").environ)
     shared = sc.Shared()
-    shared.take(("cache", key, time.time() - 1.0, pickle.dumps((_cluster(), Readings()))))
+    shared.take(("cache", key, time.time() - 1.0, pickle.dumps((_cluster(), Readings(), None))))
     live = _Live(_cluster())
     cache = sc.CachedProviders(shared, live, [].append)
     assert cache.readings(cfg, None, time.time()) == Readings()
     assert cache.snapshot(cfg) == _cluster() and live.calls == []
+
+
+def test_the_server_makes_the_last_decision_again_to_warm_the_policy(tmp_path):
+    """EaCO's shard weights of a GPU kind are computed once per process: made in the server,
+    every forked call finds them."""
+    from slurm_plugin.policy import eaco_shards
+    cfg = _cfg(5)
+    from wrapper.decide import _settings
+    request = JobRequest(name="j", user="u", gpus=1, app="resnet18", allow_share=True)
+    gpus = tuple(Gpu(node="n1", index=i, gres_type=f"g{i}", shards_total=12,
+                     memory_mib=40960) for i in range(4))
+    cluster = Cluster(nodes=(Node(name="n1", gpus=gpus),))
+    replay = ("eaco", dict(_settings(cfg, "eaco")), request, str(tmp_path))
+    eaco_shards._weights.cache_clear()
+    sc.warm(pickle.dumps((cluster, Readings(), replay)))
+    assert eaco_shards._weights.cache_info().currsize == 1
+    sc.warm(pickle.dumps((cluster, Readings(), None)))        # nothing to make again
+    shared = sc.Shared()
+    assert shared.warm_due("k", 100.0) and not shared.warm_due("k", 130.0)
+    assert shared.warm_due("k", 161.0) and shared.warm_due("other", 161.0)
