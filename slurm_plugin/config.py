@@ -132,6 +132,7 @@ SCHEMA: dict[str, Key] = {
     "greenflow.budget_kg_per_day": _num(0, 1e9),
     "greenflow.budget_kg_per_week": _num(0, 1e9),
     "greenflow.shiftable_partitions": Key(str),
+    "greenflow.accounts": Key(str),
     "eaco.alpha": _num(0, 1),
     "eaco.util_threshold_pct": _num(1, 400),
     "eaco.mem_threshold_pct": _num(1, 100),

@@ -26,7 +26,8 @@ def stored(localcluster):
 def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):
     db, data = stored
     env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db,
-           "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "50"}
+           "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "50",
+           "WATTBATCH_GREENFLOW_ACCOUNTS": "physics=20,nobody=1"}
     report = json.loads(proc.run([str(Path(sys.executable).with_name("wattctl")), "carbon",
                                   "budget", "--json"], env=env, timeout_s=60).stdout)
     start_s, now_s = report["period"]["start_s"], report["now_s"]
@@ -37,8 +38,10 @@ def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):
             if start_s < r["time"] <= now_s and "co2_g" in r:
                 want[r["account"]] = want.get(r["account"], 0.0) + r["co2_g"]
     assert report["spent_kg"] == pytest.approx(sum(want.values()) / 1000, abs=1e-6)
-    got = {a["account"]: a["spent_kg"] for a in report["accounts"]}
+    got = {a["account"]: a["spent_kg"] for a in report["accounts"] if a["spent_kg"]}
     assert got == pytest.approx({a: g / 1000 for a, g in want.items()}, abs=1e-6)
+    budgets = {a["account"]: a["budget_kg"] for a in report["accounts"]}
+    assert budgets["physics"] == 20.0 and budgets["nobody"] == 1.0   # from the site config
     deferred = {a["job_id"] for a in data.actions
                 if a["kind"] == "defer" and start_s < a["time"] <= now_s}
     assert {m["job_id"] for m in report["deferred"]} == deferred

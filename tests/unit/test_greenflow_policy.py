@@ -29,6 +29,8 @@ H = 3600.0
     ({"budget_kg": 5, "budget_start_s": 0, "budget_period_s": 0}, "budget_period_s"),
     ({"zone": "DE LU"}, "zone"),
     ({"accounts": {"physics": "lots"}}, "accounts.physics"),
+    ({"accounts": "physics=lots"}, "accounts.physics"),
+    ({"accounts": "physics"}, "accounts"),
     ({"shiftable_partitions": ["gpu", 7]}, "shiftable_partitions"),
 ])
 def test_malformed_settings_name_the_key_and_value(values, key):
@@ -49,9 +51,11 @@ def test_site_config_form_of_the_settings():
     """The site config's section: 0 is no budget, partitions are comma-separated."""
     from slurm_plugin import config
     site = config.load(environ={"WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "70",
-                                "WATTBATCH_GREENFLOW_SHIFTABLE_PARTITIONS": "gpu, long"})
+                                "WATTBATCH_GREENFLOW_SHIFTABLE_PARTITIONS": "gpu, long",
+                                "WATTBATCH_GREENFLOW_ACCOUNTS": "physics=20, bio=5.5"})
     s = parse_settings(site.section("greenflow"))
     assert s.budget_g == 70_000 and s.period_s == 7 * 86400
+    assert s.accounts_g == {"physics": 20_000, "bio": 5_500}
     assert s.shiftable_partitions == ("gpu", "long") and not s.may_shift("debug")
     assert parse_settings(config.load(environ={}).section("greenflow")).budget_g is None
 

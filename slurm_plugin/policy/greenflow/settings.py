@@ -60,6 +60,22 @@ def _seconds(key: str, value: Any, minimum: float) -> float:
     return float(value)
 
 
+def _account_list(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        name, eq, kg = item.partition("=")
+        try:
+            out[name.strip()] = float(kg)
+        except ValueError:
+            out[name.strip()] = kg.strip()
+        if not eq or not name.strip():
+            raise ConfigError(SOURCE, "accounts", text,
+                              'give account=kg pairs, e.g. "physics=20,bio=5"')
+    return out
+
+
 def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
     """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys)."""
     given = [k for k in ("budget_kg_per_day", "budget_kg_per_week", "budget_kg")
@@ -83,6 +99,8 @@ def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
                   period_s=_seconds("budget_period_s", values["budget_period_s"], 1.0),
                   period_start_s=_seconds("budget_start_s", values["budget_start_s"], 0.0))
     accounts = values.get("accounts")
+    if isinstance(accounts, str):                   # the site config's "physics=20,bio=5" form
+        accounts = _account_list(accounts)
     if accounts is not None:
         if not isinstance(accounts, Mapping):
             raise ConfigError(SOURCE, "accounts", accounts,
