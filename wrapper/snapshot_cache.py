@@ -1,10 +1,11 @@
 """The warm server's snapshot cache: a burst of submissions decides without waiting on Slurm
 and InfluxDB each time.
 
-After a call that read the Slurm snapshot has answered its caller, and came at most
+After a call that read the Slurm snapshot has answered its caller, came at most
 ``wrapper.snapshot_cache_s`` after the previous such call (a burst: a lone submission costs
-Slurm and InfluxDB nothing more), it reads the snapshot and the readings again (so they show
-its own job) and hands them to the server, which keeps the newest per site configuration. The next call whose snapshot is at most
+Slurm and InfluxDB nothing more) and found no snapshot younger than half that window, it reads
+the snapshot and the readings again (so they show its own job) and hands them to the server,
+which keeps the newest per site configuration. The next call whose snapshot is at most
 ``wrapper.snapshot_cache_s`` old decides on it, with every job a call submitted after that
 snapshot was taken overlaid: such a job counts as the pending, pinned job Slurm will show
 (``placed_job``), so a burst cannot co-locate past what the policy allows because its snapshot
@@ -168,7 +169,7 @@ class CachedProviders:
         self.cfg: Any = None
         self.key = ""
         self.cluster: Cluster | None = None
-        self.in_burst = False
+        self.stale = False              # in a burst, and no snapshot younger than half the window
         self.outcome: Any = None
         self._hit: tuple[Cluster, Any] | None = None
         self._lock = allocate_lock()
@@ -184,10 +185,12 @@ class CachedProviders:
 
     def _look_up(self, cache_s: float) -> tuple[Cluster, Any] | None:
         now_s = time.time()
-        self.in_burst = now_s - self.shared.last_call_s.get(self.key, 0.0) <= cache_s
+        in_burst = now_s - self.shared.last_call_s.get(self.key, 0.0) <= cache_s
         if cache_s > 0:
             self.send(("call", self.key, now_s, b""))
         taken_s, blob = self.shared.snapshots.get(self.key, (0.0, b""))
+        # half the window: a burst reads Slurm every cache_s / 2 seconds, not once per call
+        self.stale = in_burst and not 0.0 <= now_s - taken_s <= cache_s / 2
         if not blob or not 0.0 <= now_s - taken_s <= cache_s:
             return None
         try:
@@ -218,11 +221,16 @@ class CachedProviders:
         self.send(("placed", self.key, time.time(), pickle.dumps(job)))
 
     def refresh(self) -> None:
-        """After the call: read the snapshot and readings anew for the next call, when this
-        call read one and came in a burst (a site that sets ``wrapper.snapshot_cache_s = 0``
-        reads none)."""
-        if self.cfg is None or not self.in_burst:
+        """After the call: read the snapshot and readings anew for the next calls, when this
+        call read one, came in a burst and found no snapshot younger than half the window (a
+        site that sets ``wrapper.snapshot_cache_s = 0`` reads none). At low priority: the
+        burst's next call is running meanwhile."""
+        if self.cfg is None or not self.stale:
             return
+        try:
+            os.nice(10)
+        except OSError:
+            pass
         taken_s = time.time()
         cluster = self.live.snapshot(self.cfg)
         readings = self.live.readings(self.cfg, cluster, time.time())

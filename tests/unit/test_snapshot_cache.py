@@ -118,7 +118,7 @@ def test_a_call_decides_on_a_fresh_cached_snapshot_with_the_jobs_placed_since(mo
     key = sc.cache_key(cfg, __import__("os").environ)
     now = time.time()
     shared = sc.Shared()
-    shared.take(("cache", key, now - 1.0, pickle.dumps((_cluster(now - 1.0), Readings(), None))))
+    shared.take(("cache", key, now - 3.0, pickle.dumps((_cluster(now - 3.0), Readings(), None))))
     placed = sc.placed_job(_outcome(), _cluster(), "11", now - 0.5)
     shared.take(("placed", key, now - 0.5, pickle.dumps(placed)))
     shared.take(("call", key, now - 0.6, b""))
@@ -208,3 +208,18 @@ def test_the_server_makes_the_last_decision_again_to_warm_the_policy(tmp_path):
     shared = sc.Shared()
     assert shared.warm_due("k", 100.0) and not shared.warm_due("k", 130.0)
     assert shared.warm_due("k", 161.0) and shared.warm_due("other", 161.0)
+
+
+def test_a_burst_reads_slurm_again_only_once_its_snapshot_is_half_the_window_old():
+    cfg = _cfg(5)
+    key = sc.cache_key(cfg, __import__("os").environ)
+    for age_s, refreshed in ((1.0, False), (3.0, True)):
+        shared = sc.Shared()
+        shared.take(("call", key, time.time() - 0.5, b""))
+        shared.take(("cache", key, time.time() - age_s,
+                     pickle.dumps((_cluster(), Readings(), None))))
+        live, sent = _Live(_cluster()), []
+        cache = sc.CachedProviders(shared, live, sent.append)
+        cache.snapshot(cfg)
+        cache.refresh()
+        assert (live.calls == ["snapshot", "readings"]) is refreshed
