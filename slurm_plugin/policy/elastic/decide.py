@@ -178,6 +178,31 @@ class Elastic:
             if names is not None:
                 _take(free, names, per)
                 continue
+            rng = _elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
+            if rng is not None and budget > 0:
+                # a queued elastic job: the largest allowed count that starts now, else its
+                # minimum (a pending job's new count costs no restart)
+                queued = per * k
+                options = sizes(rng[0], max(rng[0], min(queued, rng[1])), gpn, cap)
+                started = False
+                for m in reversed(options):
+                    p2, k2 = shape(m, gpn)
+                    names = _fits(free, p2, k2)
+                    if names is not None:
+                        _take(free, names, p2)
+                        if m != queued:
+                            actions.append(_resize(self.name, job, m, gpn,
+                                                   f"elastic: start {queued}->{m} GPUs now", {}))
+                            budget -= 1
+                        started = True
+                        break
+                if started:
+                    continue
+                if options and options[0] != queued:
+                    actions.append(_resize(self.name, job, options[0], gpn,
+                                           f"elastic: queue {queued}->{options[0]} GPUs", {}))
+                    budget -= 1
+                    per, k = shape(options[0], gpn)
             need = per * k
             # the wait it would have: until enough GPUs free as running jobs end
             acc, wait = sum(free.values()), None
