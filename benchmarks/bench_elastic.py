@@ -9,7 +9,8 @@ against slurm-default's (the fairness factor);
 ``--elastic-share``, default 0.5): the same ratios;
 (c) (a) and (b) again with the restart cost doubled;
 (d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000).
-Reconcile passes every ``--interval-s`` (60 s, Pollux's scheduling interval) for every policy.
+Reconcile passes every ``--interval-s`` (60 s, Pollux's scheduling interval) on the Pollux
+workloads and every ``--philly-interval-s`` (300 s, the simulator's default) on Philly.
 
 Usage::
 
@@ -75,6 +76,7 @@ def main() -> None:
     ap.add_argument("--elastic-share", type=float, default=0.5)
     ap.add_argument("--restart-s", type=float, default=90.0)
     ap.add_argument("--interval-s", type=float, default=60.0)
+    ap.add_argument("--philly-interval-s", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
@@ -86,7 +88,8 @@ def main() -> None:
             jobs += [(p, "pollux", 16, 4, a.interval_s, restart, 0.0, a.seed, pol)
                      for pol in POLICIES]
         if a.philly:
-            jobs += [(Path(a.philly), "philly", 64, 8, a.interval_s, restart, a.elastic_share,
+            jobs += [(Path(a.philly), "philly", 64, 8, a.philly_interval_s, restart,
+                      a.elastic_share,
                       a.seed, pol) for pol in POLICIES]
     with ProcessPoolExecutor(a.workers) as ex:
         rows = list(ex.map(run_one, jobs))

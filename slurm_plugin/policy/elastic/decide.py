@@ -35,8 +35,30 @@ def _gpn(cluster: Cluster) -> int:
     return max((len(n.gpus) for n in cluster.nodes), default=8)
 
 
+_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids on it)
+
+
+def _node_facts(node) -> tuple:
+    """(free GPUs, ids of exclusive jobs) of a node view, cached on the view object (the
+    simulator hands in the same object while a node is unchanged)."""
+    c = _NODE_CACHE.get(node.name)
+    if c is not None and c[0] is node:
+        return c[1], c[2]
+    free = 0
+    ids = []
+    for g in node.gpus:
+        if g.is_free:
+            free += 1
+        elif g.exclusive_job is not None and g.exclusive_job not in ids:
+            ids.append(g.exclusive_job)
+    if len(_NODE_CACHE) > 100_000:
+        _NODE_CACHE.clear()
+    _NODE_CACHE[node.name] = (node, free, ids)
+    return free, ids
+
+
 def _free_map(cluster: Cluster) -> dict[str, int]:
-    return {n.name: sum(1 for g in n.gpus if g.is_free) for n in cluster.nodes if n.available}
+    return {n.name: _node_facts(n)[0] for n in cluster.nodes if n.available}
 
 
 def _fits(free: dict[str, int], per_node: int, nodes: int) -> list[str] | None:
@@ -102,6 +124,11 @@ def _resize(name: str, job: Job, m: int, gpn: int, why: str, pred: dict[str, flo
 class Elastic:
     name = NAME
 
+    def __init__(self) -> None:
+        # the last pass that decided nothing: (nodes_version, pending count, when the next
+        # job's hysteresis ends); a pass with all three unchanged decides nothing either
+        self._quiet: tuple | None = None
+
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return elastic_placement(self.name, request, ctx, queue_at_min=False)
 
@@ -109,42 +136,52 @@ class Elastic:
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         s = parse_settings(ctx.settings)
         cluster, now = ctx.cluster, ctx.now_s
+        q = self._quiet
+        if q is not None and cluster.nodes_version is not None and q[0] == cluster.nodes_version \
+                and q[1] == cluster.pending_count and now < q[2]:
+            return ()
         gpn = _gpn(cluster)
         cap = cluster.gpu_count
         hist = ctx.history
         progress = ctx.readings.progress
         updates: dict[str, float] = {}
         models: list[JobModel] = []
-        pending: list[Job] = []
         running: list[tuple[Job, int]] = []
-        for job in cluster.jobs.values():
-            if job.pending:
-                pending.append(job)
-                continue
-            if not job.running or job.shards:
-                continue
-            n = len(job.uses) or job.gpus * job.num_nodes
-            running.append((job, n))
-            rng = _elastic_range(job.min_gpus, job.max_gpus)
-            if rng is None:
-                continue            # not elastic: never resized
-            p = progress.get(job.job_id)
-            x = usable_rate(p, job, n, now, s, hist)
-            if x is None:
-                continue            # no usable progress: keeps its count
-            upd = run_updates(p, job, n, x, hist)
-            updates.update(upd)
-            view = {**hist, **upd} if upd else hist
-            rem = remaining_s(p, job, now, view)
-            if rem is None:
-                continue
-            uses: dict[str, int] = {}
-            for u in job.uses:
-                uses[u.node] = uses.get(u.node, 0) + 1
-            models.append(JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x,
-                                   rem, uses, int(view.get(f"elastic:pn:{job.job_id}", 0)),
-                                   view.get(f"elastic:px:{job.job_id}", 0.0),
-                                   epoch_fraction(p), job.submit_s, job.time_limit_s))
+        jobs = cluster.jobs
+        pending = self._pending(cluster)
+        # running jobs from the GPUs that hold them: a pass costs the cluster's size, not the
+        # queue's length
+        seen: set[str] = set()
+        for node in cluster.nodes:
+            for jid in _node_facts(node)[1]:
+                if jid in seen:
+                    continue
+                seen.add(jid)
+                job = jobs.get(jid)
+                if job is None or not job.running or job.shards:
+                    continue
+                n = len(job.uses) or job.gpus * job.num_nodes
+                running.append((job, n))
+                rng = _elastic_range(job.min_gpus, job.max_gpus)
+                if rng is None:
+                    continue            # not elastic: never resized
+                p = progress.get(job.job_id)
+                x = usable_rate(p, job, n, now, s, hist)
+                if x is None:
+                    continue            # no usable progress: keeps its count
+                upd = run_updates(p, job, n, x, hist)
+                updates.update(upd)
+                view = {**hist, **upd} if upd else hist
+                rem = remaining_s(p, job, now, view)
+                if rem is None:
+                    continue
+                uses: dict[str, int] = {}
+                for u in job.uses:
+                    uses[u.node] = uses.get(u.node, 0) + 1
+                models.append(JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app),
+                                       x, rem, uses, int(view.get(f"elastic:pn:{job.job_id}", 0)),
+                                       view.get(f"elastic:px:{job.job_id}", 0.0),
+                                       epoch_fraction(p), job.submit_s, job.time_limit_s))
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
@@ -158,17 +195,48 @@ class Elastic:
                    or now - jb.start_s >= s.min_interval_s}
         budget = s.max_resizes_per_pass
         ends = sorted((m.remaining_s, m.n) for m in models)
+        n_actions = len(actions)
         blocked = self._admit(pending, free, movable, ends, running, gpn, cap, restart, s,
                               actions, budget, cluster)
         budget -= sum(1 for a in actions if a.kind == "resize")
         if not blocked and budget > 0:
             self._grow(free, movable, gpn, cap, restart, s, actions, budget, cluster)
+        if len(actions) == n_actions and cluster.nodes_version is not None:
+            expiry = min((jb.start_s + s.min_interval_s for jb, _ in running
+                          if jb.start_s is not None and jb.start_s + s.min_interval_s > now),
+                         default=float("inf"))
+            self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
+        else:
+            self._quiet = None
         return tuple(actions)
+
+    @staticmethod
+    def _pending(cluster: Cluster) -> list[Job]:
+        """The first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id).
+        With a pending count (the simulator keeps one, its mapping in submission order), the
+        scan stops once it has them and has passed every running job."""
+        jobs = cluster.jobs
+        if cluster.pending_count == 0:
+            return []
+        out: list[Job] = []
+        if cluster.pending_count is not None:
+            busy = sum(len(n.gpus) - _node_facts(n)[0] for n in cluster.nodes)
+            passed = 0
+            for job in jobs.values():
+                if job.pending:
+                    out.append(job)
+                    if len(out) >= ADMIT_LOOKAHEAD and passed >= busy:
+                        break
+                else:
+                    passed += len(job.uses) or 1
+        else:
+            out = [j for j in jobs.values() if j.pending]
+        out.sort(key=lambda j: (j.submit_s, j.job_id))
+        return out[:ADMIT_LOOKAHEAD]
 
     def _admit(self, pending, free, movable, ends, running, gpn, cap, restart, s, actions,
                budget, cluster) -> bool:
         """Pending jobs in priority order; True when one could not be admitted."""
-        pending.sort(key=lambda j: (j.submit_s, j.job_id))
         # when GPUs free by themselves: jobs with a known remaining time
         for job in pending[:ADMIT_LOOKAHEAD]:
             if job.begin_s is not None and job.begin_s > cluster.taken_s:
