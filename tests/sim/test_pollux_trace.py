@@ -79,3 +79,49 @@ def test_repeated_name_and_missing_column(tmp_path):
     q.write_text("name,time,application,num_replicas\na,0,ncf,1\n")
     with pytest.raises(InputError, match="field batch_size: missing column"):
         read_trace(q, "pollux")
+
+
+def test_elastic_share_is_seeded_and_within_range():
+    from slurm_plugin.sim.elastic_share import make_elastic
+    from slurm_plugin.sim.trace import TraceJob
+    jobs = [TraceJob(job_id=str(i), submit_s=i, duration_s=600.0, num_gpus=1 + i % 4, line=i + 2)
+            for i in range(400)]
+    a, b = make_elastic(jobs, 0.5, 7), make_elastic(list(reversed(jobs)), 0.5, 7)
+    assert {j.job_id for j in a if j.min_gpus} == {j.job_id for j in b if j.min_gpus}
+    share = sum(1 for j in a if j.min_gpus) / len(a)
+    assert 0.4 < share < 0.6
+    for j in a:
+        if j.min_gpus:
+            assert j.min_gpus == 1 and j.max_gpus == 2 * j.num_gpus
+            assert j.time_limit_s >= 1.25 * j.duration_s * j.num_gpus
+
+
+def test_resize_pays_the_restart_cost(tmp_path):
+    """A running job requeued with a new count pays restart_cost_s at its new size."""
+    from slurm_plugin.model import Action
+    from slurm_plugin.policy.baseline import SlurmDefault
+    from slurm_plugin.sim.cluster import ClusterSpec
+    from slurm_plugin.sim.engine import Simulator
+
+    class ResizeOnce(SlurmDefault):
+        name = "resize-once"
+        done = False
+
+        def reconcile(self, ctx):
+            if not self.done and "a" in ctx.cluster.jobs and ctx.cluster.jobs["a"].running:
+                self.done = True
+                return (Action(kind="resize", job_id="a", policy=self.name, gpus=4,
+                               num_nodes=2),)
+            return ()
+
+    p = _write(tmp_path / "one.csv", ["a,0,imagenet,4,3200"])
+    jobs = read_trace(p, "pollux")
+    ends = {}
+    for cost in (0.0, 600.0):
+        spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=300.0,
+                           restart_cost_s=cost)
+        sim = Simulator(jobs, spec, ResizeOnce())
+        r = sim.run()
+        assert r["actions"] == {"resize": 1} and r["jobs_finished"] == 1
+        ends[cost] = r["makespan_s"]
+    assert ends[600.0] == pytest.approx(ends[0.0] + 600.0, rel=1e-6)
