@@ -45,8 +45,8 @@ class TraceJob:
     time_limit_s: float | None = None   # requested (Slurm Timelimit); None: not in the trace
     slack_s: float | None = None        # --wb-slack; None: not deferrable (or not in the trace)
     has_slack: bool = False             # the trace has a slack_s column: no slack is drawn
-    # measured scaling of this job (speedup on n GPUs over one at index n-1); () : its class's
-    speedup: tuple[float, ...] = ()
+    # measured scaling of this job (speedup on n GPUs over one at index n-1); None: its class's
+    speedup: tuple[float, ...] | None = None
     samples: float | None = None        # samples to target, where the trace knows them
 
 
