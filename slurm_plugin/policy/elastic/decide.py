@@ -78,7 +78,7 @@ def _take(free: dict[str, int], names: list[str], per_node: int) -> None:
 
 
 def _elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
-    if lo is None or hi is None or hi <= lo and lo >= 1 and hi == lo:
+    if lo is None or hi is None:
         return None
     lo, hi = max(1, lo), max(1, hi)
     return (lo, hi) if hi > lo else None
