@@ -113,6 +113,10 @@ class Job:
     # A pending job pinned to typed GPUs of one node: (node, GRES type, shares; 0 for a whole
     # GPU) per entry. The type names the GPU, so the snapshot counts it as that GPU's holder.
     pinned: tuple[tuple[str, str, int], ...] = ()
+    # An elastic job (--wb-elastic=MIN-MAX): the fewest and most GPUs it may run on, in all
+    # (None: not elastic, its size is the user's).
+    min_gpus: int | None = None
+    max_gpus: int | None = None
 
     @property
     def running(self) -> bool:
@@ -260,6 +264,7 @@ class Placement:
     power_cap_w: float | None = None
     batch_size: int | None = None
     gpu_memory_cap_mib: int | None = None
+    num_nodes: int | None = None          # nodes (``-N``) when the policy changes them (elastic)
     why: tuple[str, ...] = ()
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)   # numbers the decision relied on (for the log)
 
@@ -267,7 +272,7 @@ class Placement:
     def changes_anything(self) -> bool:
         return bool(self.nodes or self.gpu_indexes or self.share_mode != "exclusive"
                     or self.begin_s is not None or self.power_cap_w is not None
-                    or self.batch_size is not None)
+                    or self.batch_size is not None or self.num_nodes is not None)
 
 
 
@@ -284,8 +289,10 @@ class Action:
     nodes: tuple[str, ...] = ()
     why: str = ""
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
+    num_nodes: int | None = None      # resize: the new node count (None: unchanged)
 
     @property
     def key(self) -> str:
         """Identity for idempotence: the same action twice is one action."""
-        return f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"
+        key = f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"
+        return key if self.num_nodes is None else f"{key}:{self.num_nodes}"

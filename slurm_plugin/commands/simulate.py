@@ -107,11 +107,12 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
               default=None,
               help="Replay the GPU jobs of a site's accounting (`wattctl history export` "
                    "output; - for stdin) instead of --trace; the jobs not replayed are counted.")
-@click.option("--trace-format", type=click.Choice(["philly", "canonical"]), default="philly",
-              show_default=True,
+@click.option("--trace-format", type=click.Choice(["philly", "canonical", "pollux"]),
+              default="philly", show_default=True,
               help="philly: timestamp,duration,num_gpus,gpu_time,cluster. canonical: job_id,"
                    "submit_s,duration_s,num_gpus[,user,app,deadline_s,min_gpus,max_gpus,"
-                   "time_limit_s].")
+                   "time_limit_s]. pollux: name,time,application,num_replicas,batch_size "
+                   "(Pollux workload files; elastic jobs, docs/elastic.md).")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes  [default: 64]")
 @click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs per node  [default: 8]")
 @click.option("--gpu-type", default=None, help="GPU model with fitted physics  [default: V100]")

@@ -26,6 +26,8 @@ class JobClass:
     measured_gpus: int
     scaling_alpha: float     # speedup(n) = n ** scaling_alpha
     variability_class: str   # PAL class A-D
+    # speedup on n GPUs over one at index n-1, measured (Pollux profiles); () : n ** alpha
+    speedup_table: tuple[float, ...] = ()
 
     def util_at(self, gpus: int) -> float:
         """Per-GPU utilisation on ``gpus`` GPUs (fitted exponent, VGG16 on 1-8 GPUs)."""
@@ -42,6 +44,9 @@ class JobClass:
 
     def speedup(self, gpus: int) -> float:
         """Throughput on ``gpus`` GPUs relative to one GPU."""
+        t = self.speedup_table
+        if t:
+            return t[min(max(1, gpus), len(t)) - 1]
         return max(1, gpus) ** self.scaling_alpha
 
 
@@ -63,9 +68,24 @@ def job_class(name: str) -> JobClass:
     table = _table()
     cls = table.get(name.lower())
     if cls is None:
+        cls = _pollux_class(name.lower())
+    if cls is None:
         raise InputError(f"physics: app {name!r} is not a known job class; "
                          f"choose one of: {', '.join(class_names())}")
     return cls
+
+
+@lru_cache(maxsize=64)
+def _pollux_class(name: str) -> JobClass | None:
+    """A Pollux application (cifar10, bert, ...) as the measured class of its power model, under
+    its own name, scaling as its profile (not among ``class_names``: seeded draws are unchanged)."""
+    from .pollux import POWER_CLASS, class_prior
+    base = _table().get(POWER_CLASS.get(name, ""))
+    prior = class_prior(name) if base is not None else None
+    if base is None or prior is None:
+        return None
+    return JobClass(name, base.util_pct, base.power_w, base.memory_mib, base.measured_gpus,
+                    base.scaling_alpha, base.variability_class, prior)
 
 
 # Named workload mixes; None: every measured class. ``eaco-paper``: the measured classes among

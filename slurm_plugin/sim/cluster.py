@@ -19,6 +19,7 @@ suspended_power_w = 15.0
 deferrable_share = 0.5      # jobs of a trace without slack_s drawn deferrable (sim/slack.py)
 slack_s = 21600.0           # and their slack: the start may move up to this long
 nodes_per_switch = 0        # network topology: leaf switches of this many nodes (0: one switch)
+restart_cost_s = 90.0       # a resize of a running job: checkpoint + requeue + start-up
 ```
 
 Slurm's two schedulers: the main one runs when a job is submitted or ends and every
@@ -65,6 +66,7 @@ class ClusterSpec:
     deferrable_share: float = DEFAULT_SHARE
     slack_s: float = DEFAULT_SLACK_S
     nodes_per_switch: int = 0
+    restart_cost_s: float = 90.0
 
     @property
     def gpu_count(self) -> int:
@@ -97,7 +99,7 @@ _MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w"
         "backfill_depth": 1, "reconcile_interval_s": 1, "bf_interval_s": 1, "sched_interval_s": 1,
         "time_limit_factor_max": 1, "suspend_time_s": 0,
         "resume_delay_s": 0, "suspended_power_w": 0, "deferrable_share": 0, "slack_s": 0,
-        "nodes_per_switch": 0}
+        "nodes_per_switch": 0, "restart_cost_s": 0}
 _MAX = {"deferrable_share": 1}
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from dataclasses import replace as dc_replace
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -219,6 +220,8 @@ class Simulator:
         gpn = self.spec.gpus_per_node
         if pl.gpus < 1 or pl.gpus > gpn or any(n not in self.node_by_name for n in pl.nodes):
             return False
+        if pl.num_nodes is not None and not 1 <= pl.num_nodes <= self.spec.nodes:
+            return False
         if pl.gpu_indexes and (len(pl.nodes) != 1 or len(pl.gpu_indexes) != pl.gpus
                                or any(not 0 <= i < gpn for i in pl.gpu_indexes)):
             return False
@@ -227,11 +230,11 @@ class Simulator:
             return False
         return True
 
-    def _apply_placement(self, j: SimJob, pl: Placement) -> None:
+    def _apply_placement(self, j: SimJob, pl: Placement, num_nodes: int | None = None) -> None:
         j.pl = pl
         old_total = j.total_gpus or j.t.num_gpus
         j.per_node = pl.gpus
-        j.num_nodes = len(pl.nodes) if pl.nodes else j.req.num_nodes
+        j.num_nodes = len(pl.nodes) if pl.nodes else (num_nodes or pl.num_nodes or j.req.num_nodes)
         j.share = pl.share_mode != "exclusive"
         j.shards = pl.shards if j.share else 0
         j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
@@ -249,7 +252,10 @@ class Simulator:
         spec = self.spec
         limit = whole_minutes_s(t.time_limit_s if t.time_limit_s is not None else draw_limit_s(
             t.job_id, t.duration_s, self.seed, spec.time_limit_rule, spec.time_limit_factor_max))
-        j = SimJob(t, job_class(app), self._request(t, app, limit))
+        cls = job_class(app)
+        if t.speedup:       # the trace measured this job's scaling (Pollux profiles)
+            cls = dc_replace(cls, speedup_table=t.speedup)
+        j = SimJob(t, cls, self._request(t, app, limit))
         j.limit_s = limit
         self.by_id[j.id] = j
         j.per_node, j.num_nodes = j.req.gpus, j.req.num_nodes
@@ -270,7 +276,8 @@ class Simulator:
                                    app=j.cls.name, comment=j.pl.policy if j.pl else "",
                                    deadline_s=j.t.deadline_s, slack_s=j.req.slack_s,
                                    begin_s=j.begin_s if j.begin_s > j.t.submit_s else None,
-                                   power_cap_w=j.cap_w)
+                                   power_cap_w=j.cap_w, min_gpus=j.t.min_gpus,
+                                   max_gpus=j.t.max_gpus)
         self.dirty = True
 
     # ---------------------------------------------------------------- fitting
@@ -541,7 +548,8 @@ class Simulator:
             nodes=tuple(nodes), uses=tuple(GpuUse(g.node.name, g.index, j.shards) for g in gpus),
             submit_s=j.t.submit_s, start_s=now, time_limit_s=j.limit_s,
             restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
-            deadline_s=j.t.deadline_s, slack_s=j.req.slack_s, power_cap_w=j.cap_w)
+            deadline_s=j.t.deadline_s, slack_s=j.req.slack_s, power_cap_w=j.cap_w,
+            min_gpus=j.t.min_gpus, max_gpus=j.t.max_gpus)
         self._retune(gpus)
 
     def _cap_effect(self, j: SimJob) -> None:
@@ -719,16 +727,22 @@ class Simulator:
         elif a.kind in ("move_exclusive", "resize"):
             gpus = a.gpus or j.per_node
             nodes = j.num_nodes
+            started = j.first_start_s is not None and j.state == RUNNING
             self._drop(j)
             j.restarts += 1 if j.first_start_s is not None else 0
             req = j.req
             pl = Placement(policy=a.policy, gpus=min(gpus, self.spec.gpus_per_node),
                            nodes=a.nodes, power_cap_w=j.cap_w, why=(a.why,))
-            if not self._placement_valid(j, pl):
-                pl = plain_placement(a.policy, req, "invalid action: keeps its size")
+            new_nodes = a.num_nodes if a.kind == "resize" and a.num_nodes else None
+            if not self._placement_valid(j, pl) or (
+                    new_nodes is not None and not 1 <= new_nodes <= self.spec.nodes):
+                pl, new_nodes = plain_placement(a.policy, req, "invalid action: keeps its size"), None
             if not a.nodes and nodes > 1 and a.kind == "move_exclusive":
                 pl = plain_placement(a.policy, req, a.why)
-            self._apply_placement(j, pl)
+            self._apply_placement(j, pl, new_nodes)
+            if started and a.kind == "resize":
+                # checkpoint, requeue and start-up: restart_cost_s of wall time at the new size
+                j.work_left += self.spec.restart_cost_s * j.scale
             self._enqueue(j)
         self.dirty = True
 

@@ -7,6 +7,9 @@ whole GPUs; ``time_limit_s`` is the time the user requested (Slurm's Timelimit),
 where the trace has none (the simulator then draws one: ``time_limits``). ``slack_s`` is how long
 the job's start may be shifted (``--wb-slack``); with the column, an empty value is a job that
 may not be shifted; without it the simulator draws slacks (``slack``).
+``pollux``: the Pollux (OSDI'21) workload files as they are, ``name,time,application,
+num_replicas,batch_size`` (``sim/trace_pollux.py``): elastic jobs whose length comes from their
+application's profile.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from ..errors import InputError
 from ..physics import job_class
 from ..resources import data_dir
 
-FORMATS = ("philly", "canonical")
+FORMATS = ("philly", "canonical", "pollux")
 BUILTIN_TRACE = "philly-first1000.csv"
 _REQUIRED = {"philly": ("timestamp", "duration", "num_gpus"),
+             "pollux": ("name", "time", "application", "num_replicas", "batch_size"),
              "canonical": ("job_id", "submit_s", "duration_s", "num_gpus")}
 
 
@@ -41,6 +45,9 @@ class TraceJob:
     time_limit_s: float | None = None   # requested (Slurm Timelimit); None: not in the trace
     slack_s: float | None = None        # --wb-slack; None: not deferrable (or not in the trace)
     has_slack: bool = False             # the trace has a slack_s column: no slack is drawn
+    # measured scaling of this job (speedup on n GPUs over one at index n-1); None: its class's
+    speedup: tuple[float, ...] | None = None
+    samples: float | None = None        # samples to target, where the trace knows them
 
 
 def builtin_trace() -> Path:
@@ -118,6 +125,11 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
                                  f"(a {fmt} trace needs {', '.join(_REQUIRED[fmt])})")
         for line, rec in enumerate(reader, start=2):
             if not any((v or "").strip() for v in rec.values() if isinstance(v, str)):
+                continue
+            if fmt == "pollux":
+                from .trace_pollux import pollux_row
+                job = pollux_row(_Row(p, line, rec), seen)
+                jobs.append(job)
                 continue
             if fmt == "philly":
                 job = _philly_row(rec, len(jobs) + 1, line)

@@ -62,7 +62,8 @@ class ProgressView(Mapping):
         total_steps = epochs * STEPS_PER_EPOCH
         step = min(total_steps, int(math.floor((1 - left / total_work) * total_steps + 1e-9)))
         steps_per_s = j.rate * total_steps / total_work
-        return Progress(job_id=job_id, step=step, samples_per_s=32 * steps_per_s,
+        samples_s = (j.rate * j.t.samples / total_work) if j.t.samples else 32 * steps_per_s
+        return Progress(job_id=job_id, step=step, samples_per_s=samples_s,
                         epoch=step // STEPS_PER_EPOCH, steps_per_epoch=STEPS_PER_EPOCH,
                         total_steps=total_steps, taken_s=sim.now,
                         started_s=j.run_start_s if j.run_start_s is not None else sim.now)

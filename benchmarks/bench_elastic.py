@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The elastic policy's figures: average JCT and makespan against slurm-default.
+
+(a) Pollux workloads 1..8 on 64 GPUs (16 nodes x 4): avg JCT ratio (goal <= 0.35x) and
+makespan ratio (goal <= 0.55x) of ``elastic`` and of the termination-based baseline
+``elastic-restart``, per workload and mean/min/max over the eight; the worst wait of each
+against slurm-default's (the fairness factor);
+(b) Philly Sep-Oct on 64 x 8 GPUs with a seeded share of jobs elastic (``sim/elastic_share.py``,
+``--elastic-share``, default 0.5): the same ratios;
+(c) (a) and (b) again with the restart cost doubled;
+(d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000).
+Reconcile passes every ``--interval-s`` (60 s, Pollux's scheduling interval) on the Pollux
+workloads and every ``--philly-interval-s`` (300 s, the simulator's default) on Philly.
+
+Usage::
+
+    python benchmarks/bench_elastic.py --pollux-dir ../shared/data/workloads/pollux/workloads \\
+        --philly ../shared/data/traces/philly/philly-2017-09-10.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from slurm_plugin.policy import get_policy  # noqa: E402
+from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
+from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
+from slurm_plugin.sim.engine import Simulator  # noqa: E402
+from slurm_plugin.sim.trace import read_trace  # noqa: E402
+
+POLICIES = ("slurm-default", "elastic-restart", "elastic")
+
+
+def run_one(args: tuple) -> dict:
+    path, fmt, nodes, gpn, interval, restart, share, seed, policy = args
+    jobs = read_trace(path, fmt)
+    if share:
+        jobs = make_elastic(jobs, share, seed)
+    spec = ClusterSpec(nodes=nodes, gpus_per_node=gpn, reconcile_interval_s=interval,
+                       restart_cost_s=restart)
+    t0 = time.perf_counter()
+    sim = Simulator(jobs, spec, get_policy(policy), seed=seed,
+                    settings={"restart_cost_s": restart} if policy == "elastic" else None)
+    r = sim.run()
+    wall = time.perf_counter() - t0
+    return {"trace": str(path), "policy": policy, "restart_s": restart,
+            "avg_jct_s": r["avg_jct_s"], "makespan_s": r["makespan_s"],
+            "max_wait_s": max(sim.metrics.queue, default=0.0), "jobs": r["jobs"],
+            "finished": r["jobs_finished"], "timed_out": r["jobs_timed_out"],
+            "resizes": r["actions"].get("resize", 0), "wall_s": wall,
+            "jobs_per_s": r["jobs"] / wall if wall else 0.0}
+
+
+def ratios(rows: list[dict], trace: str, restart: float, policy: str) -> tuple[float, float, float]:
+    by = {r["policy"]: r for r in rows if r["trace"] == trace and r["restart_s"] == restart}
+    b, e = by["slurm-default"], by[policy]
+    return (e["avg_jct_s"] / b["avg_jct_s"], e["makespan_s"] / b["makespan_s"],
+            e["max_wait_s"] / b["max_wait_s"] if b["max_wait_s"] else float("nan"))
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.mean(xs):.3f} (min {min(xs):.3f}, max {max(xs):.3f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pollux-dir", required=True, help="folder of workload-1..8.csv")
+    ap.add_argument("--philly", default=None, help="Philly CSV (skipped when absent)")
+    ap.add_argument("--elastic-share", type=float, default=0.5)
+    ap.add_argument("--restart-s", type=float, default=90.0)
+    ap.add_argument("--interval-s", type=float, default=60.0)
+    ap.add_argument("--philly-interval-s", type=float, default=300.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=1)
+    a = ap.parse_args()
+    pollux = sorted(Path(a.pollux_dir).glob("workload-*.csv"),
+                    key=lambda p: int(p.stem.split("-")[1]))
+    jobs = []
+    for restart in (a.restart_s, 2 * a.restart_s):
+        for p in pollux:
+            jobs += [(p, "pollux", 16, 4, a.interval_s, restart, 0.0, a.seed, pol)
+                     for pol in POLICIES]
+        if a.philly:
+            jobs += [(Path(a.philly), "philly", 64, 8, a.philly_interval_s, restart,
+                      a.elastic_share,
+                      a.seed, pol) for pol in POLICIES]
+    with ProcessPoolExecutor(a.workers) as ex:
+        rows = list(ex.map(run_one, jobs))
+    for restart in (a.restart_s, 2 * a.restart_s):
+        print(f"\n== restart cost {restart:g} s: Pollux workloads on 16 x 4 GPUs "
+              "(ratios to slurm-default)")
+        print(f"{'workload':<12}{'policy':<17}{'avg JCT':>9}{'makespan':>10}{'worst wait':>11}"
+              f"{'resizes':>9}{'timed out':>10}")
+        agg: dict[str, list[tuple[float, float, float]]] = {p: [] for p in POLICIES[1:]}
+        for p in pollux:
+            for pol in POLICIES[1:]:
+                jr, mr, wr = ratios(rows, str(p), restart, pol)
+                agg[pol].append((jr, mr, wr))
+                r = next(x for x in rows if x["trace"] == str(p) and x["policy"] == pol
+                         and x["restart_s"] == restart)
+                print(f"{p.stem:<12}{pol:<17}{jr:>9.3f}{mr:>10.3f}{wr:>11.2f}{r['resizes']:>9}"
+                      f"{r['timed_out']:>10}")
+        for pol, xs in agg.items():
+            print(f"{pol}: avg JCT {spread([x[0] for x in xs])}  makespan "
+                  f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
+        if a.philly:
+            print(f"-- Philly on 64 x 8 GPUs, {a.elastic_share:.0%} of jobs elastic (seed {a.seed})")
+            for pol in POLICIES[1:]:
+                jr, mr, wr = ratios(rows, str(Path(a.philly)), restart, pol)
+                r = next(x for x in rows if x["trace"] == str(Path(a.philly))
+                         and x["policy"] == pol and x["restart_s"] == restart)
+                print(f"{pol:<17} avg JCT {jr:.3f}  makespan {mr:.3f}  worst wait {wr:.2f}  "
+                      f"resizes {r['resizes']}  timed out {r['timed_out']}  "
+                      f"{r['jobs_per_s']:.0f} jobs/s ({r['jobs']} jobs in {r['wall_s']:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+"""``elastic``: progress-driven GPU counts for elastic jobs (SC'20 non-intrusive elastic
+scheduling on Slurm's checkpoint-aware requeue). Roles: ``predict`` (throughput and remaining
+time of a job on n GPUs), ``observe`` (its progress, checked), ``decide`` (advise and
+reconcile), ``settings`` (the ``[elastic]`` site keys). See docs/elastic.md."""

@@ -1,0 +1,158 @@
+"""The elastic policy by invariants over many cluster shapes (never below a job's minimum,
+never above its maximum or the cluster, non-elastic jobs never resized, bad progress ignored),
+and its settings' errors."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from slurm_plugin.errors import ConfigError
+from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, JobRequest, Node, Progress, Readings
+from slurm_plugin.policy import get_policy
+from slurm_plugin.policy.base import Context
+from slurm_plugin.policy.elastic.settings import parse_settings
+
+NOW = 100_000.0
+
+
+def _cluster(rng: random.Random, nodes: int, gpn: int, progress_kind: str = "good"):
+    """Random running and pending jobs, elastic or not, on ``nodes`` x ``gpn`` GPUs, with
+    progress readings (good, or of one bad kind) and the history of an earlier reading."""
+    owner: dict[tuple[str, int], str] = {}
+    jobs: dict[str, Job] = {}
+    progress: dict[str, Progress] = {}
+    history: dict[str, float] = {}
+    names = [f"n{i:02d}" for i in range(nodes)]
+    free = {n: list(range(gpn)) for n in names}
+    for i in range(rng.randint(0, nodes * 2)):
+        total = rng.choice([1, 1, 2, 3, gpn, 2 * gpn])
+        per, k = (total, 1) if total <= gpn else (gpn, total // gpn)
+        chosen = [n for n in names if len(free[n]) >= per][:k]
+        if len(chosen) < k:
+            continue
+        uses = []
+        for n in chosen:
+            for idx in free[n][:per]:
+                uses.append(GpuUse(n, idx))
+                owner[(n, idx)] = f"r{i}"
+            free[n] = free[n][per:]
+        elastic = rng.random() < 0.7
+        lo = rng.randint(1, total) if elastic else None
+        hi = rng.randint(total, 4 * gpn) if elastic else None
+        jid = f"r{i}"
+        jobs[jid] = Job(job_id=jid, state="RUNNING", gpus=per, num_nodes=k, nodes=tuple(chosen),
+                        uses=tuple(uses), submit_s=NOW - 9000 - i, start_s=NOW - 5000,
+                        time_limit_s=rng.choice([None, 10 ** 6]), app=rng.choice(
+                            ["cifar10", "imagenet", "bert", "resnet18", "", "unknown-app"]),
+                        min_gpus=lo, max_gpus=hi)
+        x = rng.uniform(10, 1000) * total
+        if progress_kind == "nan":
+            x = math.nan
+        elif progress_kind == "negative":
+            x = -x
+        elif progress_kind == "huge":
+            x = 1e12
+        taken = NOW - (10 ** 5 if progress_kind == "stale" else 10)
+        started = NOW - 5000 - (10 ** 4 if progress_kind == "old-run" else 0)
+        progress[jid] = Progress(job_id=jid, step=5000, samples_per_s=x, epoch=50,
+                                 steps_per_epoch=100, total_steps=rng.randint(5001, 10 ** 6),
+                                 taken_s=taken, started_s=started)
+        history.update({f"elastic:run:{jid}": float(started), f"elastic:s0:{jid}": 1000.0,
+                        f"elastic:t0:{jid}": NOW - 4000})
+    for i in range(rng.randint(0, 6)):
+        total = rng.choice([1, 2, gpn])
+        jobs[f"p{i}"] = Job(job_id=f"p{i}", state="PENDING", gpus=total, num_nodes=1,
+                            submit_s=NOW - 100 + i)
+    node_views = tuple(Node(name=n, state="mixed", gpus=tuple(
+        Gpu(node=n, index=g, exclusive_job=owner.get((n, g))) for g in range(gpn)))
+        for n in names)
+    cluster = Cluster(nodes=node_views, jobs=jobs, taken_s=NOW)
+    return Context(cluster=cluster, readings=Readings(progress=progress), now_s=NOW,
+                   history=history)
+
+
+def _check(ctx: Context, actions) -> list:
+    cluster = ctx.cluster
+    gpn = len(cluster.nodes[0].gpus)
+    resizes = [a for a in actions if a.kind == "resize"]
+    assert len({a.job_id for a in resizes}) == len(resizes)      # one resize per job a pass
+    total_after = 0
+    resized = {a.job_id: a for a in resizes}
+    for job in cluster.jobs.values():
+        if not job.running:
+            continue
+        a = resized.get(job.job_id)
+        n = len(job.uses)
+        if a is None:
+            total_after += n
+            continue
+        assert job.min_gpus is not None and job.max_gpus is not None   # only elastic jobs
+        new = a.gpus * (a.num_nodes or job.num_nodes)
+        assert job.min_gpus <= new <= job.max_gpus
+        assert new <= cluster.gpu_count and a.gpus <= gpn
+        assert a.num_nodes is None or 1 <= a.num_nodes <= len(cluster.nodes)
+        total_after += new
+    assert total_after <= cluster.gpu_count
+    return resizes
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_invariants_over_cluster_shapes(seed):
+    rng = random.Random(seed)
+    ctx = _cluster(rng, rng.randint(1, 12), rng.choice([1, 2, 4, 8]))
+    _check(ctx, get_policy("elastic").reconcile(ctx))
+
+
+@pytest.mark.parametrize("kind", ["nan", "negative", "huge", "stale", "old-run"])
+@pytest.mark.parametrize("seed", range(8))
+def test_bad_progress_is_ignored(kind, seed):
+    ctx = _cluster(random.Random(seed), 6, 4, kind)
+    actions = get_policy("elastic").reconcile(ctx)
+    assert not [a for a in actions if a.kind == "resize" and a.job_id.startswith("r")]
+    assert not [a for a in actions if a.kind == "observe"]
+
+
+def test_job_without_progress_keeps_its_count():
+    ctx = _cluster(random.Random(5), 6, 4)
+    ctx = Context(cluster=ctx.cluster, readings=Readings(), now_s=NOW, history=ctx.history)
+    assert not [a for a in get_policy("elastic").reconcile(ctx) if a.kind == "resize"]
+
+
+def _idle(nodes: int, gpn: int, pending: int = 0) -> Cluster:
+    views = tuple(Node(name=f"n{i}", gpus=tuple(Gpu(node=f"n{i}", index=g) for g in range(gpn)))
+                  for i in range(nodes))
+    jobs = {f"p{i}": Job(job_id=f"p{i}", state="PENDING", gpus=1) for i in range(pending)}
+    return Cluster(nodes=views, jobs=jobs, pending_count=pending)
+
+
+@pytest.mark.parametrize("nodes,gpn,ask,lo,hi,pending", [
+    (1, 4, 8, 1, 8, 0), (2, 4, 8, 2, 16, 0), (4, 8, 3, 1, 3, 0), (2, 4, 6, 1, 12, 2),
+    (1, 1, 1, 1, 4, 0), (3, 2, 5, 1, 6, 0)])
+def test_advise_within_range_and_cluster(nodes, gpn, ask, lo, hi, pending):
+    req = JobRequest(gpus=min(ask, gpn), num_nodes=-(-ask // gpn), min_gpus=lo, max_gpus=hi)
+    ctx = Context(cluster=_idle(nodes, gpn, pending), now_s=NOW)
+    for name in ("elastic", "elastic-restart"):
+        pl = get_policy(name).advise(req, ctx)
+        total = pl.gpus * (pl.num_nodes or req.num_nodes)
+        assert lo <= total <= max(hi, ask) and pl.gpus <= gpn
+        assert (pl.num_nodes or req.num_nodes) <= nodes
+
+
+def test_non_elastic_request_unchanged():
+    req = JobRequest(gpus=2, num_nodes=1)
+    pl = get_policy("elastic").advise(req, Context(cluster=_idle(2, 4), now_s=NOW))
+    assert pl.gpus == 2 and not pl.changes_anything
+
+
+@pytest.mark.parametrize("key,value", [("restart_cost_s", -1), ("min_interval_s", "soon"),
+                                       ("min_efficiency", 2.0), ("stale_s", math.nan),
+                                       ("fairness_factor", 0.5), ("max_resizes_per_pass", 1.5),
+                                       ("gain_factor", True), ("no_such_key", 1)])
+def test_settings_errors_name_policy_key_and_value(key, value):
+    with pytest.raises(ConfigError) as exc:
+        parse_settings({key: value})
+    msg = str(exc.value)
+    assert "elastic" in msg and key in msg and repr(value) in msg
