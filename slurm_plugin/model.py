@@ -260,6 +260,7 @@ class Placement:
     power_cap_w: float | None = None
     batch_size: int | None = None
     gpu_memory_cap_mib: int | None = None
+    nice: int | None = None               # queue tier: lower goes first (sbatch --nice)
     why: tuple[str, ...] = ()
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)   # numbers the decision relied on (for the log)
 

@@ -25,6 +25,8 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "eaco": "eaco:Eaco",
     "carbon-threshold": "carbon_threshold:CarbonThreshold",
     "greenflow": "greenflow.decide:GreenFlow",
+    "pal": "pal.decide:Pal",
+    "packed-sticky": "packed_sticky:PackedSticky",
 }
 
 
