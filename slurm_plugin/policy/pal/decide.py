@@ -33,17 +33,19 @@ def job_pal_class(request: JobRequest, s: PalSettings) -> str:
 
 
 class _NodeCache:
-    """Per node view (unchanged views are the same object): its free GPUs by factor per class."""
+    """Per node view (an unchanged view is the same object): whether it is available and its
+    free GPUs sorted by factor, per class. Looked up by name, checked by identity."""
 
     def __init__(self) -> None:
-        self.views: dict[str, tuple[Node, Profile, dict[int, list[tuple[float, int]]]]] = {}
+        self.views: dict[str, list] = {}
 
     def free_sorted(self, node: Node, prof: Profile, ci: int) -> list[tuple[float, int]]:
         hit = self.views.get(node.name)
         if hit is None or hit[0] is not node or hit[1] is not prof:
-            hit = (node, prof, {})
+            ok = node.available
+            hit = [node, prof, ok, [None] * 4 if ok else [[]] * 4]
             self.views[node.name] = hit
-        lst = hit[2].get(ci)
+        lst = hit[3][ci]
         if lst is None:
             f = prof.factors
             name = node.name
@@ -53,16 +55,15 @@ class _NodeCache:
                     v = f.get((name, g.index))
                     lst.append((1.0 if v is None else v[ci], g.index))
             lst.sort()
-            hit[2][ci] = lst
+            hit[3][ci] = lst
         return lst
 
 
 def _candidates(cluster: Cluster, per_node: int, prof: Profile, ci: int, cache: _NodeCache
                 ) -> Iterator[tuple[float, int, int, Node, list[tuple[float, int]]]]:
+    free_sorted = cache.free_sorted
     for pos, node in enumerate(cluster.nodes):
-        if len(node.gpus) < per_node or not node.available:
-            continue
-        free = cache.free_sorted(node, prof, ci)
+        free = free_sorted(node, prof, ci)
         if len(free) >= per_node:
             chosen = free[:per_node]
             yield chosen[-1][0], len(free) - per_node, pos, node, chosen
