@@ -3,7 +3,8 @@
 Packed: a job takes the free GPUs of the node with the fewest free GPUs that has enough (best
 fit; ties in node order), lowest indexes first; a job over several nodes takes the best-fitting
 nodes. Sticky: a job keeps the GPUs it was given for its whole run (reconcile never moves it).
-No node with room now: Slurm places the job in its turn.
+No node with room now, or jobs already waiting: Slurm places the job in its turn (a pin
+would hold it for exactly those GPUs once others take them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ class PackedSticky:
         per = request.gpus
         if per < 1:
             return plain_placement(self.name, request, "packed-sticky: no GPUs asked")
+        if ctx.cluster.pending_at_least(1) > 0:   # a pin would hold it for exactly those GPUs
+            return plain_placement(self.name, request, "packed-sticky: jobs are waiting; Slurm "
+                                   "places it in its turn")
         fits = []
         for pos, node in enumerate(ctx.cluster.nodes):
             if not node.available or len(node.gpus) < per:

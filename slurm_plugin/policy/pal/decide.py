@@ -84,6 +84,12 @@ class Pal:
         ci = CLASS_INDEX[cls]
         nice = prof.rank(cls) if s.order_queue else None
         n = request.num_nodes
+        if ctx.cluster.pending_at_least(1) > 0:
+            # jobs are waiting: this one waits its turn too, and a pin to GPUs free now would
+            # hold it for exactly those GPUs (and the queue behind it) once others take them
+            pl = plain_placement(self.name, request, f"pal: jobs are waiting; Slurm places the "
+                                 f"class {cls} job in its turn")
+            return pl if nice is None else _with(pl, nice=nice)
         cands = list(_candidates(ctx.cluster, request.gpus, prof, ci, self._cache))
         if len(cands) < n:
             best: list = []
