@@ -20,6 +20,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("snapshot", "snapshot"),
     ("history", "history"),
     ("report", "report"),
+    ("profile_gpus", "profile_gpus"),
 ]
 
 

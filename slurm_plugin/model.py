@@ -265,6 +265,7 @@ class Placement:
     batch_size: int | None = None
     gpu_memory_cap_mib: int | None = None
     num_nodes: int | None = None          # nodes (``-N``) when the policy changes them (elastic)
+    nice: int | None = None               # queue tier: lower goes first (sbatch --nice)
     why: tuple[str, ...] = ()
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)   # numbers the decision relied on (for the log)
 

@@ -12,6 +12,7 @@ Placement                               sbatch
 exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
+``nice`` > 0                            ``--nice=100*nice`` (a later queue tier)
 always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
@@ -55,6 +56,9 @@ class Plan:
     mem_fraction: float | None = None
     gpus: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+NICE_STEP = 100   # Slurm priority points per queue tier of Placement.nice
 
 
 _REFUSALS = (   # action, does the placement use it, what undoes it, note
@@ -133,6 +137,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
                     if e.name not in ("gpu", "shard", "mps")]
             out.args.append("--gres=" + ",".join(keep + entries))
             out.share_mode = p.share_mode
+    if p.nice:
+        out.args.append(f"--nice={NICE_STEP * p.nice}")
     if p.begin_s is not None:
         out.args.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.begin_s)))
     tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")

@@ -135,8 +135,10 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
                    "first to the last submission (replaces the site's per-period budget).")
 @click.option("--zone", default=None, help="Carbon zone (default: site carbon.zone; built-in: GB, DE-LU).")
 @click.option("--variability", "variability_file", type=click.Path(path_type=Path), default=None,
-              help="Per-GPU variability profile CSV (PerfVar_classA..D columns, as PAL's "
-                   "32gpu-variability.csv); off unless given.")
+              help="Per-GPU variability profile CSV (PerfVar_classA..D columns: PAL's "
+                   "32gpu-variability.csv or one written by `wattctl profile-gpus import`); "
+                   "rows spread over the GPUs in a seeded shuffle, cycling (docs/pal.md); "
+                   "off unless given.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the job-class assignment and variability placement.")
 @click.option("--class-mix", "mix_spec", default="all", show_default=True,

@@ -1,8 +1,13 @@
 """Per-GPU performance variability (PAL's classes A-D, measured on TACC Longhorn V100s).
 
 A profile is a CSV with columns ``PerfVar_classA`` .. ``PerfVar_classD`` (one row per GPU:
-time multiplier of that GPU for the class, 1.0 = median GPU), as PAL's 32gpu-variability.csv.
-A cluster's GPUs take the rows in a seeded shuffled order, cycling when the cluster is larger.
+time multiplier of that GPU for the class, 1.0 = median GPU): PAL's 32gpu-variability.csv, or
+a profile written by ``wattctl profile-gpus import`` (``gpu_profile``). Where it names the GPU
+(``node`` and ``gpu_index``, or PAL's ``Node_ID`` and ``Local_GPU_ID``) the row is keyed by it.
+
+Simulated clusters (``factors``): the rows in a seeded shuffled order
+(``random.Random(f"variability:{seed}")``), GPU by GPU in node and index order, cycling when
+the cluster is larger than the profile.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ BUILTIN_FILE = "variability-longhorn-32gpu.csv"
 @dataclass(frozen=True, slots=True)
 class VariabilityProfile:
     rows: tuple[tuple[float, float, float, float], ...]
+    keys: tuple[tuple[str, int] | None, ...] = ()   # (node, GPU index) per row where named
+
+    def by_gpu(self) -> dict[tuple[str, int], tuple[float, float, float, float]]:
+        """Factors keyed by (node, GPU index), for the rows that name their GPU."""
+        return {k: r for k, r in zip(self.keys, self.rows) if k is not None}
 
     def factors(self, gpu_count: int, seed: int) -> list[dict[str, float]]:
         """Time multiplier per class for each of ``gpu_count`` GPUs (cluster order)."""
@@ -37,7 +47,7 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
         fh = p.open(newline="")
     except OSError as exc:
         raise InputError(f"variability: {p}: cannot read ({exc.strerror})") from None
-    rows = []
+    rows, keys = [], []
     with fh:
         reader = csv.DictReader(fh)
         cols = [f"PerfVar_class{c}" for c in CLASSES]
@@ -58,6 +68,18 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
                                      f"{v} must be positive")
                 vals.append(v)
             rows.append(tuple(vals))
+            keys.append(_key(rec))
     if not rows:
         raise InputError(f"variability: {p}: line 2: no GPU rows")
-    return VariabilityProfile(tuple(rows))
+    return VariabilityProfile(tuple(rows), tuple(keys))
+
+
+def _key(rec: dict[str, str]) -> tuple[str, int] | None:
+    for ncol, icol in (("node", "gpu_index"), ("Node_ID", "Local_GPU_ID")):
+        node, idx = (rec.get(ncol) or "").strip(), (rec.get(icol) or "").strip()
+        if node and idx:
+            try:
+                return node, int(idx)
+            except ValueError:
+                return None
+    return None

@@ -27,6 +27,8 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "greenflow": "greenflow.decide:GreenFlow",
     "elastic": "elastic.decide:Elastic",
     "elastic-restart": "elastic.decide:TerminationElastic",
+    "pal": "pal.decide:Pal",
+    "packed-sticky": "packed_sticky:PackedSticky",
 }
 
 

@@ -21,6 +21,7 @@ and finish. Power is piecewise constant between events and integrated exactly.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from dataclasses import replace as dc_replace
@@ -49,6 +50,11 @@ from .views import ForecastView, GpuReadings, ProgressView
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
 LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
+
+
+def _priority(j: SimJob) -> tuple[int, float, int]:
+    """Queue order: the --nice tier, then submit order (Slurm's priority here)."""
+    return (j.nice, j.t.submit_s, j.t.line)
 
 
 class Simulator:
@@ -93,6 +99,12 @@ class Simulator:
             n.free = self.spec.gpus_per_node
             self.nodes.append(n)
         self.node_by_name = {n.name: n for n in self.nodes}
+        if variability and "profile_factors" not in self.settings:
+            # a variability-aware policy plans with the profile the engine applies, keyed by
+            # (node, GPU index) as a site's profile file is
+            self.settings = MappingProxyType({**self.settings, "profile_factors": MappingProxyType(
+                {(g.node.name, g.index): tuple(g.var[c] for c in "ABCD")
+                 for n in self.nodes for g in n.gpus})})
         # capacity indexes: nodes by free GPU count, shareable GPUs by free shards
         self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
         self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
@@ -239,6 +251,7 @@ class Simulator:
         j.shards = pl.shards if j.share else 0
         j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
+        j.nice = pl.nice or 0
         j.shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
         if j.total_gpus != old_total:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
@@ -264,10 +277,13 @@ class Simulator:
 
     def _enqueue(self, j: SimJob) -> None:
         j.state = PENDING
-        self.pending.append(j)
-        if len(self.pending) > 1 and self.pending[-2].t.submit_s > j.t.submit_s:
-            self.pending.sort(key=lambda x: (x.t.submit_s, x.t.line))   # requeued: keeps priority
+        q = self.pending
+        if q and (q[-1].nice, q[-1].t.submit_s, q[-1].t.line) > (j.nice, j.t.submit_s, j.t.line):
+            # requeued (keeps its priority) or a lower --nice tier: goes in by priority
+            bisect.insort(q, j, key=_priority)
             self.state_version += 1
+        else:
+            q.append(j)
         self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,

@@ -74,7 +74,7 @@ class SimJob:
                  "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
                  "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
-                 "pin_indexes", "view", "limit_s", "end_by_s", "shape")
+                 "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice")
 
     def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
         self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
@@ -104,6 +104,7 @@ class SimJob:
         self.blocked = False
         self.pin_nodes: tuple[str, ...] = ()
         self.pin_indexes: tuple[int, ...] = ()
+        self.nice = 0                    # queue tier (Placement.nice): lower goes first
         self.view = None
         self.limit_s = t.duration_s      # requested time limit (whole minutes)
         self.end_by_s = float("inf")     # Slurm's end time of the current run: start + limit

@@ -16,7 +16,7 @@ from slurm_plugin.sim.trace import read_trace
 from slurm_plugin.sim.state import RUNNING
 
 POLICIES = ("slurm-default", "fifo-packed", "gandiva", "slurm-powersave", "carbon-threshold",
-            "greenflow", "oracle-bound")
+            "greenflow", "pal", "packed-sticky", "oracle-bound")
 
 
 class CheckedSimulator(Simulator):

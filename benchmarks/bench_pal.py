@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""PAL's figures: pal against packed-sticky on a trace with a per-GPU variability profile.
+
+For each profile (PAL's 32gpu-variability.csv, and the profile ``wattctl profile-gpus import``
+builds from the raw Longhorn measurements) and each seed (class assignment, time limits and the
+spread of the profile over the cluster all follow the seed): geomean JCT, makespan and GPU
+utilisation (``gpu_alloc_of_installed``) of pal over packed-sticky. Goals: geomean JCT <= 0.55x,
+makespan <= 0.6x; the two profiles' ratios within 5% of each other; pal at >= 2,000 jobs/s.
+Runs go in parallel processes (``--workers``).
+
+Usage::
+
+    python benchmarks/bench_pal.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
+        --variability-dir ../shared/data/variability --limit-jobs 10000 --seeds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from slurm_plugin.physics.gpu_profile import import_files  # noqa: E402
+from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
+from slurm_plugin.sim.run import Inputs, load_jobs, simulate  # noqa: E402
+
+KEYS = ("geomean_jct_s", "makespan_s", "gpu_alloc_of_installed", "avg_runtime_stretch",
+        "sim_wall_s", "jobs", "jobs_finished")
+
+
+def run_one(args: tuple) -> dict:
+    trace, profile, label, policy, seed, nodes, gpn, limit, settings = args
+    inputs = Inputs(Path(trace), "philly", ClusterSpec(nodes=nodes, gpus_per_node=gpn), "GB",
+                    variability=Path(profile), seed=seed, limit_jobs=limit)
+    r = simulate(inputs, policy, jobs=load_jobs(inputs), settings=settings)
+    return {"profile": label, "policy": policy, "seed": seed} | {k: r.get(k) for k in KEYS}
+
+
+def spread(xs: list[float]) -> str:
+    m = statistics.fmean(xs)
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{m:.3f} ± {sd:.3f} ({min(xs):.3f}-{max(xs):.3f})"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", required=True)
+    ap.add_argument("--variability-dir", required=True,
+                    help="folder with 32gpu-variability.csv and the *-longhorn-agg.csv files")
+    ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--limit-jobs", type=int, default=None, help="the first N jobs only")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-order-queue", action="store_true",
+                    help="pal without its queue order by sensitivity (order_queue = false)")
+    ap.add_argument("--tolerance", type=float, default=None, help="pal slowdown_tolerance")
+    a = ap.parse_args()
+    vdir = Path(a.variability_dir)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-pal-"))
+    imported = tmp / "longhorn-imported.csv"
+    raw = sorted(vdir.glob("*-longhorn-agg.csv"))
+    import_files(raw, imported)
+    profiles = {"32gpu": vdir / "32gpu-variability.csv", "imported": imported}
+    settings = {}
+    if a.no_order_queue:
+        settings["order_queue"] = False
+    if a.tolerance is not None:
+        settings["slowdown_tolerance"] = a.tolerance
+    cells = [(a.trace, str(p), label, pol, seed, a.nodes, a.gpus_per_node, a.limit_jobs,
+              settings if pol == "pal" else None)
+             for label, p in profiles.items() for seed in range(a.seeds)
+             for pol in ("pal", "packed-sticky")]
+    with ProcessPoolExecutor(a.workers) as ex:
+        res = list(ex.map(run_one, cells))
+    by = {(r["profile"], r["policy"], r["seed"]): r for r in res}
+    jobs = res[0]["jobs"]
+    print(f"trace {a.trace}: {jobs} jobs"
+          + (f" (the first {a.limit_jobs})" if a.limit_jobs else "")
+          + f"; {a.nodes} x {a.gpus_per_node} V100; seeds 0-{a.seeds - 1}; pal settings "
+          f"{settings or 'defaults'}")
+    print()
+    print("| profile | pal / packed-sticky: geomean JCT | makespan | utilisation "
+          "| pal geomean JCT (h) | packed-sticky (h) | pal util | packed util | runtime stretch pal / packed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios = {}
+    for label in profiles:
+        g, m, u, gp, gs, up, us, stp, sts = ([] for _ in range(9))
+        for s in range(a.seeds):
+            p, q = by[(label, "pal", s)], by[(label, "packed-sticky", s)]
+            g.append(p["geomean_jct_s"] / q["geomean_jct_s"])
+            m.append(p["makespan_s"] / q["makespan_s"])
+            u.append(p["gpu_alloc_of_installed"] / q["gpu_alloc_of_installed"])
+            gp.append(p["geomean_jct_s"] / 3600)
+            gs.append(q["geomean_jct_s"] / 3600)
+            up.append(p["gpu_alloc_of_installed"])
+            us.append(q["gpu_alloc_of_installed"])
+            stp.append(p["avg_runtime_stretch"])
+            sts.append(q["avg_runtime_stretch"])
+        ratios[label] = (g, m, u)
+        print(f"| {label} | {spread(g)} | {spread(m)} | {spread(u)} | {statistics.fmean(gp):.2f} "
+              f"| {statistics.fmean(gs):.2f} | {statistics.fmean(up):.3f} | {statistics.fmean(us):.3f} "
+              f"| {statistics.fmean(stp):.4f} / {statistics.fmean(sts):.4f} |")
+    print()
+    print("| figure | imported / 32gpu (mean over seeds) | within 5% |")
+    print("|---|---|---|")
+    for i, name in enumerate(("geomean JCT ratio", "makespan ratio", "utilisation ratio")):
+        x = statistics.fmean(ratios["imported"][i]) / statistics.fmean(ratios["32gpu"][i])
+        print(f"| {name} | {x:.3f} | {'yes' if abs(x - 1) <= 0.05 else 'no'} |")
+    print()
+    walls = [r["sim_wall_s"] for r in res if r["policy"] == "pal"]
+    speeds = [r["jobs"] / w for r, w in zip([r for r in res if r["policy"] == "pal"], walls)]
+    print(f"pal: {statistics.fmean(speeds):,.0f} jobs/s (min {min(speeds):,.0f}, "
+          f"{len(speeds)} runs, {a.workers} at once)")
+    gm = statistics.fmean(ratios["32gpu"][0])
+    print(f"goals (32gpu profile): geomean JCT {gm:.3f}x (<= 0.55: "
+          f"{'met' if gm <= 0.55 else 'not met'}), makespan "
+          f"{statistics.fmean(ratios['32gpu'][1]):.3f}x (<= 0.6: "
+          f"{'met' if statistics.fmean(ratios['32gpu'][1]) <= 0.6 else 'not met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""``pal``: PAL's variability-aware placement (SC'24), as a placement stage.
+
+A job that fits one node gets, among the nodes with enough free GPUs, the set of its free GPUs
+with the lowest predicted slowdown (the job runs at its slowest GPU): the lowest slowdown level
+some node can meet now is the current threshold; ties go to the best fit (fewest free GPUs left
+on the node), then node order. A job over several nodes: PM-First, the nodes whose free GPUs give
+the lowest slowdown (ties: best fit), its class's locality penalty in the prediction. GPUs the
+profile does not name count as median (1.0). No node with room now: Slurm places the job in its
+turn, as without wattbatch. The queue: the class most sensitive to variability first
+(``Placement.nice``; ``order_queue``). Never moves a running job: reconcile does nothing.
+"""
+
+from __future__ import annotations
+
+from ...model import Action, Cluster, JobRequest, Node, Placement
+from ...physics import job_class
+from ..base import Context, plain_placement
+from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
+from .settings import PalSettings, parse_settings
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
+
+
+def job_pal_class(request: JobRequest, s: PalSettings) -> str:
+    if request.app:
+        try:
+            return job_class(request.app).variability_class
+        except Exception:   # an unknown workload class: the site's default
+            return s.default_class
+    return s.default_class
+
+
+class _NodeCache:
+    """Per node view (an unchanged view is the same object): whether it is available and its
+    free GPUs sorted by factor, per class. Looked up by name, checked by identity."""
+
+    def __init__(self) -> None:
+        self.views: dict[str, list] = {}
+
+    def free_sorted(self, node: Node, prof: Profile, ci: int) -> list[tuple[float, int]]:
+        hit = self.views.get(node.name)
+        if hit is None or hit[0] is not node or hit[1] is not prof:
+            ok = node.available
+            hit = [node, prof, ok, [None] * 4 if ok else [[]] * 4]
+            self.views[node.name] = hit
+        lst = hit[3][ci]
+        if lst is None:
+            f = prof.factors
+            name = node.name
+            lst = []
+            for g in node.gpus:
+                if g.exclusive_job is None and not g.shard_jobs:
+                    v = f.get((name, g.index))
+                    lst.append((1.0 if v is None else v[ci], g.index))
+            lst.sort()
+            hit[3][ci] = lst
+        return lst
+
+
+def _candidates(cluster: Cluster, per_node: int, prof: Profile, ci: int, cache: _NodeCache
+                ) -> Iterator[tuple[float, int, int, Node, list[tuple[float, int]]]]:
+    free_sorted = cache.free_sorted
+    for pos, node in enumerate(cluster.nodes):
+        free = free_sorted(node, prof, ci)
+        if len(free) >= per_node:
+            chosen = free[:per_node]
+            yield chosen[-1][0], len(free) - per_node, pos, node, chosen
+
+
+class Pal:
+    name = "pal"
+
+    def __init__(self) -> None:
+        self._cache = _NodeCache()
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        s = parse_settings(ctx.settings)
+        if request.gpus < 1:
+            return plain_placement(self.name, request, "pal: no GPUs asked; Slurm places it")
+        prof = profile_of(ctx.settings, s)
+        cls = job_pal_class(request, s)
+        ci = CLASS_INDEX[cls]
+        nice = prof.rank(cls) if s.order_queue else None
+        n = request.num_nodes
+        if ctx.cluster.pending_at_least(1) > 0:
+            # jobs are waiting: this one waits its turn too, and a pin to GPUs free now would
+            # hold it for exactly those GPUs (and the queue behind it) once others take them
+            pl = plain_placement(self.name, request, f"pal: jobs are waiting; Slurm places the "
+                                 f"class {cls} job in its turn")
+            return pl if nice is None else _with(pl, nice=nice)
+        cands = list(_candidates(ctx.cluster, request.gpus, prof, ci, self._cache))
+        if len(cands) < n:
+            best: list = []
+        else:
+            # the threshold: the lowest slowdown some free set offers (the n-th best over n
+            # nodes), plus the tolerance; under it, the best fit wins
+            floor = sorted(c[0] for c in cands)[n - 1] if n > 1 else min(c[0] for c in cands)
+            limit = floor * (1.0 + s.tolerance) + 1e-12
+            under = [c for c in cands if c[0] <= limit]
+            best = sorted(under, key=lambda c: (c[1], c[0], c[2]))[:n] if len(under) >= n \
+                else sorted(cands, key=lambda c: c[:3])[:n]
+        if len(best) < n:
+            pl = plain_placement(self.name, request, f"pal: no {n} node(s) with "
+                                 f"{request.gpus} free GPUs now; Slurm places the class {cls} "
+                                 f"job in its turn")
+            return pl if nice is None else _with(pl, nice=nice)
+        factors = [f for c in best for f, _ in c[4]]
+        slow = set_slowdown(factors, n, cls, s)
+        gpus = [(c[3].name, idx, f) for c in best for f, idx in c[4]]
+        shown = ", ".join(f"{node}:{idx} x{f:.3f}" for node, idx, f in gpus[:16])
+        if len(gpus) > 16:
+            shown += f", ... ({len(gpus)} GPUs)"
+        how = f"single node, best fit under the slowdown threshold {limit:.3f}" if n == 1 else \
+            f"PM-First over {n} nodes (locality penalty x{s.penalty(cls):.2f})"
+        why = f"pal: class {cls} job, {how}: {shown}; predicted slowdown {slow:.3f}"
+        nodes = tuple(c[3].name for c in best)
+        indexes = tuple(sorted(idx for _, idx in best[0][4])) if n == 1 else ()
+        return Placement(policy=self.name, gpus=request.gpus, nodes=nodes, gpu_indexes=indexes,
+                         why=(why,), nice=nice,
+                         predicted={"slowdown": slow, "threshold": limit})
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        return ()
+
+
+def _with(pl: Placement, **kw) -> Placement:
+    from ...record import replace
+    return replace(pl, **kw)
