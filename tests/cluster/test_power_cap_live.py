@@ -42,8 +42,9 @@ def _limit_reaches(cfg, gpu: tuple[str, int], want_w: float, timeout_s: float = 
 
 
 def _admin_comment(cfg, job_id: str) -> str:
-    jobs = slurm_json("squeue", [f"--jobs={job_id}"], cfg)["jobs"]
-    return str(jobs[0].get("admin_comment") or "")
+    jobs = slurm_json("squeue", [f"--jobs={job_id}"], cfg)["jobs"]   # 22.05: every job
+    return next(str(j.get("admin_comment") or "") for j in jobs
+                if str(j.get("job_id")) == job_id)
 
 
 def test_a_cap_reaches_the_gpu_follows_reconcile_and_is_gone_after_the_job(localcluster,
