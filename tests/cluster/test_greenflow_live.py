@@ -11,6 +11,7 @@ reconcile history, so carbon weighs fully):
 from __future__ import annotations
 
 import json
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +26,11 @@ from slurm_plugin.slurm.snapshot import snapshot
 
 pytestmark = pytest.mark.cluster
 HOUR_S = 3600.0
+
+
+def _bin(name: str) -> str:
+    """This environment's command (the tests may run without its bin directory on PATH)."""
+    return str(Path(sys.executable).with_name(name))
 
 
 def _series(path: Path, now_s: float, low_at_h: int) -> float:
@@ -55,7 +61,7 @@ def env(localcluster, tmp_path) -> dict[str, str]:
 
 
 def _wattbatch(env, *argv) -> tuple[str, str]:
-    done = run(["wattbatch", "--parsable", "--wb-policy=greenflow", "--wb-explain",
+    done = run([_bin("wattbatch"), "--parsable", "--wb-policy=greenflow", "--wb-explain",
                 "--output=/dev/null", *argv], env=env, timeout_s=60)
     return done.stdout.strip().split(";")[0], done.stderr
 
@@ -72,7 +78,7 @@ def test_a_deferrable_job_starts_at_the_forecast_low_and_follows_a_new_forecast(
     assert job.slack_s == 6 * HOUR_S                     # recorded by job_submit.lua
 
     new_low_s = _series(tmp_path / "carbon.csv", time.time(), low_at_h=5)
-    done = run(["wattctl", "reconcile", "--policy", "greenflow", "--json"], env=env,
+    done = run([_bin("wattctl"), "reconcile", "--policy", "greenflow", "--json"], env=env,
                timeout_s=120)
     moved = [a for a in json.loads(done.stdout)["actions"] if a["kind"] == "defer"]
     assert [(a["job_id"], a["status"]) for a in moved] == [(job_id, "done")], done.stdout
