@@ -61,6 +61,17 @@ class _Row:
     def fail(self, field: str, why: str) -> InputError:
         return InputError(f"trace: {self.path}: line {self.line}: field {field}: {why}")
 
+    def unique(self, field: str, seen: set[str], fix: str = "") -> str:
+        """The field's value, which no earlier row had (added to ``seen``)."""
+        value = (self.rec.get(field) or "").strip()
+        tail = f"; {fix}" if fix else ""
+        if not value:
+            raise self.fail(field, "empty value" + tail)
+        if value in seen:
+            raise self.fail(field, f"{value!r} appears twice" + tail)
+        seen.add(value)
+        return value
+
     def num(self, field: str, kind: type = float, optional: bool = False, minimum: float | None = None):
         text = (self.rec.get(field) or "").strip()
         if not text:
@@ -142,12 +153,7 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
                                duration_s=row.num("duration", minimum=0),
                                num_gpus=row.num("num_gpus", int, minimum=1), line=line)
             else:
-                job_id = (rec.get("job_id") or "").strip()
-                if not job_id:
-                    raise row.fail("job_id", "empty value")
-                if job_id in seen:
-                    raise row.fail("job_id", f"{job_id!r} appears twice")
-                seen.add(job_id)
+                job_id = row.unique("job_id", seen)
                 app = (rec.get("app") or "").strip().lower()
                 if app:
                     try:

@@ -25,12 +25,7 @@ LIMIT_FACTOR = 1.25
 
 def pollux_row(row, seen: set[str]) -> TraceJob:
     rec = row.rec
-    name = (rec.get("name") or "").strip()
-    if not name:
-        raise row.fail("name", "empty value; give each job a unique name")
-    if name in seen:
-        raise row.fail("name", f"{name!r} appears twice; give each job a unique name")
-    seen.add(name)
+    name = row.unique("name", seen, "give each job a unique name")
     app = (rec.get("application") or "").strip().lower()
     if app not in pollux_apps():
         raise row.fail("application", f"{app!r} has no profile; "
