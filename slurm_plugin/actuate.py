@@ -38,6 +38,7 @@ class JobView:
     state: str              # PENDING, RUNNING, ...
     held: bool              # pending with priority 0 (requeuehold, scontrol hold)
     tres_per_node: str      # gres:gpu:2 (the ``gres:`` spelling of every release)
+    num_nodes: int = 1
 
     @property
     def running(self) -> bool:
@@ -55,7 +56,7 @@ class JobView:
 class Actuator(Protocol):
     def observe(self, job_id: str) -> JobView | None: ...   # None: the job has ended
     def requeue_hold(self, job_id: str) -> None: ...
-    def set_gpus(self, job_id: str, gpus: int) -> None: ...
+    def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None: ...
     def whole_gpus(self, job_id: str) -> None: ...
     def release(self, job_id: str) -> None: ...
     def start_now(self, job_id: str) -> None: ...
@@ -118,7 +119,8 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
                                       "hold never took effect; this pass decides afresh")
         return True
     if step == "set_gpus":
-        return view.tres_per_node != f"gres:gpu:{int(action.gpus or 1)}"
+        return (view.tres_per_node != f"gres:gpu:{int(action.gpus or 1)}"
+                or (action.num_nodes is not None and view.num_nodes != action.num_nodes))
     if step == "release":
         return view.held
     if step == "start_now":
@@ -139,7 +141,10 @@ def _revivable(action: Action, view: JobView | None, done: list[str], recovered:
 
 def _run_step(actuator: Actuator, step: str, action: Action) -> None:
     if step == "set_gpus":
-        actuator.set_gpus(action.job_id, int(action.gpus or 1))
+        if action.num_nodes is None:
+            actuator.set_gpus(action.job_id, int(action.gpus or 1))
+        else:
+            actuator.set_gpus(action.job_id, int(action.gpus or 1), action.num_nodes)
     elif step == "defer":
         actuator.defer(action.job_id, float(action.begin_s or time.time()))
     elif step == "set_power_cap":
@@ -162,11 +167,25 @@ def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
     return False, "; the job was released as it is"
 
 
+def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ...]:
+    """The steps of ``action``. A resize of a job still pending and not held by us (an
+    elastic job admitted at another count before it started) only sets its GPU count: there is
+    nothing to stop, hold or release, and its start time stays as it was."""
+    if action.kind == "resize" and "requeue_hold" not in done:
+        try:
+            view = actuator.observe(action.job_id)
+        except WattError:
+            return STEPS["resize"]      # the first step reads the job again and says why
+        if view is not None and view.pending and not view.held:
+            return ("set_gpus",)
+    return STEPS[action.kind]
+
+
 def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,
             done_steps: list[str], recovered: bool) -> Outcome:
     """Run the steps of ``action`` not yet done, journaling each; see the module doc."""
     done = list(done_steps)
-    for step in STEPS[action.kind]:
+    for step in _steps(actuator, action, done):
         if step in done:
             continue
         try:

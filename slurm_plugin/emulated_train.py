@@ -9,7 +9,14 @@
   report never stops training: it is warned about once on stderr.
 - At every epoch boundary the step is checkpointed (atomically) to ``--checkpoint``; a run
   that finds the file resumes from it (after a requeue, say).
-- SIGTERM (``scancel``, ``scontrol requeue``) checkpoints the current step and exits 143.
+- SIGTERM (``scancel``, ``scontrol requeue``) checkpoints the current step and exits 143;
+  with ``--ignore-sigterm`` the program goes on until Slurm kills it (a program that never
+  checkpoints on request: its next run resumes from the last epoch's checkpoint).
+  ``--checkpoint-s`` makes each checkpoint take that long (a kill in the middle leaves the
+  previous checkpoint as it was: the new one is written aside and renamed).
+- ``--gpu-scaling EXP``: a step takes ``--step-s / n**EXP`` on the job's n GPUs
+  (``SLURM_GPUS_ON_NODE`` or ``CUDA_VISIBLE_DEVICES`` per node, times ``SLURM_JOB_NUM_NODES``),
+  so an elastic job runs faster when it is given more GPUs (0, the default: it does not).
 - Slowdown hook (for co-location interference): before each step the factor (>= 1.0) is read
   from ``--slowdown-file`` if given and present, else from ``$WATTBATCH_SLOWDOWN``, else 1.0.
   The file holds one number; whoever models the interference rewrites it while the job runs.
@@ -40,10 +47,23 @@ def read_checkpoint(path: Path) -> int:
         sys.exit(f"emulated_train: checkpoint {path}: unreadable ({exc}); delete it to restart")
 
 
-def write_checkpoint(path: Path, step: int) -> None:
+def write_checkpoint(path: Path, step: int, duration_s: float = 0.0) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"step": step, "time_s": time.time()}))
+    if duration_s > 0:
+        time.sleep(duration_s)
     os.replace(tmp, path)
+
+
+def job_gpus(environ: dict[str, str]) -> int:
+    """How many GPUs the job holds under Slurm (1 outside Slurm or when it cannot tell)."""
+    per_node = environ.get("SLURM_GPUS_ON_NODE", "")
+    if not per_node.isdigit():
+        visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+        per_node = str(len([d for d in visible.split(",") if d.strip()]))
+    nodes = environ.get("SLURM_JOB_NUM_NODES", environ.get("SLURM_NNODES", "1"))
+    count = int(per_node) * (int(nodes) if nodes.isdigit() else 1)
+    return max(1, count)
 
 
 def slowdown(path: Path | None) -> float:
@@ -110,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps-per-epoch", type=int, default=10)
     ap.add_argument("--checkpoint", type=Path, required=True, help="checkpoint file (JSON)")
     ap.add_argument("--samples-per-step", type=int, default=32)
+    ap.add_argument("--gpu-scaling", type=float, default=0.0,
+                    help="a step takes STEP_S / n**EXP on the job's n GPUs (default 0)")
+    ap.add_argument("--ignore-sigterm", action="store_true",
+                    help="do not checkpoint or stop on SIGTERM (Slurm kills it later)")
+    ap.add_argument("--checkpoint-s", type=float, default=0.0,
+                    help="seconds each checkpoint takes to write (default 0)")
     ap.add_argument("--slowdown-file", type=Path, default=None,
                     help="file holding the current slowdown factor (>= 1.0); default under "
                     "Slurm: the one the emulated GPU collector writes for this job")
@@ -118,12 +144,19 @@ def main(argv: list[str] | None = None) -> int:
         args.slowdown_file = default_slowdown_file()
     if args.steps < 1 or args.steps_per_epoch < 1 or args.step_s < 0:
         ap.error("--steps and --steps-per-epoch must be >= 1 and --step-s >= 0")
+    if not 0 <= args.gpu_scaling <= 2 or args.checkpoint_s < 0:
+        ap.error("--gpu-scaling must be within 0..2 and --checkpoint-s >= 0")
+    gpus = job_gpus(dict(os.environ))
+    step_s = args.step_s / gpus ** args.gpu_scaling
 
     step = read_checkpoint(args.checkpoint)
-    print(f"emulated_train: starting at step {step} of {args.steps}", flush=True)
+    print(f"emulated_train: starting at step {step} of {args.steps} on {gpus} GPUs", flush=True)
     state = {"step": step}
 
     def on_term(signum: int, frame: object) -> None:
+        if args.ignore_sigterm:
+            print(f"emulated_train: SIGTERM ignored at step {state['step']}", flush=True)
+            return
         write_checkpoint(args.checkpoint, state["step"])
         print(f"emulated_train: SIGTERM: checkpointed step {state['step']}, exiting", flush=True)
         sys.exit(128 + signum)
@@ -132,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Reporter()
     while state["step"] < args.steps:
         t0 = time.monotonic()
-        time.sleep(args.step_s * slowdown(args.slowdown_file))
+        time.sleep(step_s * slowdown(args.slowdown_file))
         state["step"] += 1
         step = state["step"]
         elapsed = max(time.monotonic() - t0, 1e-9)
@@ -140,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                epoch=step // args.steps_per_epoch, steps_per_epoch=args.steps_per_epoch,
                total_steps=args.steps)
         if step % args.steps_per_epoch == 0 or step == args.steps:
-            write_checkpoint(args.checkpoint, step)
+            write_checkpoint(args.checkpoint, step, args.checkpoint_s)
     print(f"emulated_train: done, {state['step']} steps", flush=True)
     return 0
 

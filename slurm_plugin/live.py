@@ -58,8 +58,8 @@ class SlurmActuator:
     def requeue_hold(self, job_id: str) -> None:
         actions.requeue_hold(job_id, self.cfg)
 
-    def set_gpus(self, job_id: str, gpus: int) -> None:
-        actions.set_gpu_count(job_id, gpus, self.cfg)
+    def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None:
+        actions.set_gpu_count(job_id, gpus, self.cfg, num_nodes)
 
     def whole_gpus(self, job_id: str) -> None:
         actions.take_whole_gpus(job_id, self.cfg)

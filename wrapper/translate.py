@@ -11,9 +11,10 @@ Placement                               sbatch
  + ``gpu_indexes`` and typed GPUs       (one typed entry per GPU: pins the GPU index)
 exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
+``num_nodes`` != requested (elastic)    ``--nodes=K``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
 ``nice`` > 0                            ``--nice=100*nice`` (a later queue tier)
-always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S``
+always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S;elastic=MIN-MAX``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
 memory cap, elastic                     see ``templates/``
@@ -116,7 +117,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
          site: Site, cluster: Cluster | None = None, *, shell_script: bool = True) -> Plan:
     p, notes = enforce_opt_out(p, request)
     out = Plan(notes=notes, gpus=p.gpus)
-    gpu_change = p.share_mode != "exclusive" or p.gpu_indexes or p.gpus != request.gpus
+    gpu_change = (p.share_mode != "exclusive" or p.gpu_indexes or p.gpus != request.gpus
+                  or (p.num_nodes is not None and p.num_nodes != request.num_nodes))
     if gpu_change and ask.shared:
         out.notes.append("GPU change dropped: the job asks for shards/MPS itself")
         gpu_change = False
@@ -130,6 +132,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         gpu_change = False
     if p.nodes:
         out.args.append("--nodelist=" + ",".join(p.nodes))
+    if gpu_change and p.num_nodes is not None and p.num_nodes != request.num_nodes:
+        out.args.append(f"--nodes={p.num_nodes}")
     if gpu_change:
         entries = _gpu_entries(p, request, cluster, site, out)
         if entries:
@@ -148,6 +152,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         tag += f";cap={p.power_cap_w:.0f}"
     if request.slack_s and "defer" not in request.opt_out:
         tag += f";slack={request.slack_s:.0f}"
+    if request.min_gpus is not None and request.max_gpus is not None:
+        tag += f";elastic={request.min_gpus}-{request.max_gpus}"
     user_comment = view.get("comment") or ""
     out.args.append("--comment=" + (f"{user_comment} {tag}" if user_comment else tag))
     _environment(p, request, cluster, site, out, shell_script)

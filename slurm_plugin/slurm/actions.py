@@ -61,11 +61,18 @@ def requeue_hold(job_id: str, cfg: SiteConfig) -> None:
     _scontrol(["requeuehold", _check_id(job_id)], cfg)
 
 
-def set_gpu_count(job_id: str, gpus: int, cfg: SiteConfig) -> None:
-    """Resize step 2: set a pending job's untyped GPU count per node."""
+def set_gpu_count(job_id: str, gpus: int, cfg: SiteConfig, num_nodes: int | None = None) -> None:
+    """Resize step 2: set a pending job's untyped GPU count per node, and its node count
+    (``NumNodes``, min and max alike) when ``num_nodes`` is given: an elastic job that grows
+    past a node, or shrinks back onto one."""
     if not isinstance(gpus, int) or gpus < 1:
         raise InputError(f"slurm: GPU count {gpus!r} for job {job_id}: give an integer >= 1")
-    _scontrol(["update", f"jobid={_check_id(job_id)}", f"TresPerNode=gres:gpu:{gpus}"], cfg)
+    if num_nodes is not None and (not isinstance(num_nodes, int) or num_nodes < 1):
+        raise InputError(f"slurm: node count {num_nodes!r} for job {job_id}: give an "
+                         "integer >= 1")
+    nodes = [f"NumNodes={num_nodes}-{num_nodes}"] if num_nodes is not None else []
+    _scontrol(["update", f"jobid={_check_id(job_id)}", *nodes, f"TresPerNode=gres:gpu:{gpus}"],
+              cfg)
 
 
 def whole_gpu_tres(tres_per_node: str, share_gres: str, per_gpu: int) -> tuple[str, bool]:
@@ -136,10 +143,10 @@ def start_now(job_id: str, cfg: SiteConfig) -> None:
                f"StartTime=now+{RELAUNCH_DELAY_S}"], cfg)
 
 
-def resize(job_id: str, gpus: int, cfg: SiteConfig) -> None:
+def resize(job_id: str, gpus: int, cfg: SiteConfig, num_nodes: int | None = None) -> None:
     """All four resize steps in order, for callers that do not journal each step."""
     requeue_hold(job_id, cfg)
-    set_gpu_count(job_id, gpus, cfg)
+    set_gpu_count(job_id, gpus, cfg, num_nodes)
     release(job_id, cfg)
     start_now(job_id, cfg)
 
@@ -176,8 +183,8 @@ def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
     return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}
 
 
-def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
-    """(state, held, TresPerNode) of a job as slurmctld has it now (ended jobs too, while
+def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str, int] | None:
+    """(state, held, TresPerNode, NumNodes) of a job as slurmctld has it now (ended jobs too, while
     Slurm keeps them), None when it does not know the job. ``held``: priority 0
     (``requeuehold``, ``scontrol hold``). A held job still completing after a requeue
     (COMPLETING, REQUEUED, REQUEUE_HOLD) reads as PENDING: it can be updated and released.
@@ -192,4 +199,6 @@ def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str] | None:
     held = shown.get("Priority") == "0"
     if held and (state == "COMPLETING" or state.startswith("REQUEUE")):
         state = "PENDING"
-    return state, held and state == "PENDING", shown.get("TresPerNode", "")
+    nodes = shown.get("NumNodes", "1").split("-")[0]
+    return (state, held and state == "PENDING", shown.get("TresPerNode", ""),
+            int(nodes) if nodes.isdigit() else 1)

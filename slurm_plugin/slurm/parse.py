@@ -190,6 +190,20 @@ def recorded_slack(admin_comment: str) -> float | None:
     return _recorded_number(admin_comment, "slack")
 
 
+_ELASTIC = re.compile(r"(?:^|\s)wb:(?:[^\s]*;)?elastic=(\d{1,6})-(\d{1,6})(?:[;\s]|$)")
+
+
+def recorded_elastic(admin_comment: str) -> tuple[int, int] | None:
+    """The GPU range (MIN, MAX) job_submit.lua recorded for an elastic job from wattbatch's tag
+    (``wb:..;elastic=1-4``, ``--wb-elastic``); None: not elastic, or a range that is not
+    1 <= MIN <= MAX."""
+    m = _ELASTIC.search(admin_comment or "")
+    if not m:
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return (lo, hi) if 1 <= lo <= hi else None
+
+
 def with_cap(admin_comment: str, cap_w: float | None) -> str:
     """``admin_comment`` with its ``wb:`` word's ``cap=`` set to ``cap_w`` (None: removed);
     every other word and key kept as it was."""
@@ -372,6 +386,7 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     admin_comment = str(raw.get("admin_comment") or "")
     finished = state not in ACTIVE_STATES
     reason = str(raw.get("state_reason") or "")
+    lo, hi = recorded_elastic(admin_comment) or (None, None)
     return Job(
         job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
         user=str(raw.get("user_name") or ""), partition=str(raw.get("partition") or ""),
@@ -387,7 +402,7 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         exit_code=d.exit_code(raw) if finished else None,
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
         begin_s=_begin_s(raw, d, state), slack_s=recorded_slack(admin_comment),
-        power_cap_w=recorded_cap(admin_comment))
+        power_cap_w=recorded_cap(admin_comment), min_gpus=lo, max_gpus=hi)
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,

@@ -13,6 +13,7 @@ from slurm_plugin.journal import Journal, PassLock
 from slurm_plugin.model import Action, Cluster, Job, Node, Readings
 from slurm_plugin.policy.baseline import SlurmDefault
 from slurm_plugin.reconcile import reconcile_pass
+from slurm_plugin.record import replace
 
 
 class Recorder:
@@ -49,12 +50,12 @@ class Recorder:
         self._check("requeue_hold")
         if self.job is None or not self.job.running:
             raise CommandError(["scontrol", "requeuehold"], 1, "Job is pending execution")
-        self.job = JobView("PENDING", True, self.job.tres_per_node)
+        self.job = replace(self.job, state="PENDING", held=True)
         self._done("requeue_hold", job_id)
 
     def set_gpus(self, job_id, gpus):
         self._check("set_gpus")
-        self.job = JobView(self.job.state, self.job.held, f"gres:gpu:{gpus}")
+        self.job = replace(self.job, tres_per_node=f"gres:gpu:{gpus}")
         self._done("set_gpus", job_id, gpus)
 
     def whole_gpus(self, job_id):
@@ -63,12 +64,12 @@ class Recorder:
 
     def release(self, job_id):
         self._check("release")
-        self.job = JobView("PENDING", False, self.job.tres_per_node)
+        self.job = replace(self.job, state="PENDING", held=False)
         self._done("release", job_id)
 
     def start_now(self, job_id):
         self._check("start_now")
-        self.job = JobView("RUNNING", False, self.job.tres_per_node)
+        self.job = replace(self.job, state="RUNNING", held=False)
         self._done("start_now", job_id)
 
     def defer(self, job_id, begin_s):
