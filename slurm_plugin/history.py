@@ -1,7 +1,10 @@
 """The observed figures a policy learns from (``Context.history``): one JSON file in the
 reconciler's state directory, written by ``wattctl reconcile``, read by it and by wattbatch.
 
-Each key holds a running mean of what was observed and how many observations made it.
+Observed figures (``pair:...``, ``job:...``: a measured slowdown) hold a running mean of what
+was observed and how many observations made it. Every other key is a policy's state (EaCO's
+observation marks, GreenFlow's carbon spent, the elastic policy's runs and rates): the last value
+written wins, as in the simulator, and the count says how often it was written.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
 
 FILE_NAME = "history.json"
 GROUP_PREFIXES = ("mark:", "seen:")
+MEAN_PREFIXES = ("pair:", "job:")       # observed figures, averaged; all else: last value
+JOB_PREFIXES = ("elastic:",)            # per-job state, ``<prefix>...:<job id>``
 
 
 class History:
@@ -44,17 +49,21 @@ class History:
         old = self._data.get(key)
         if old is None:
             self._data[key] = {"value": value, "n": 1}
+        elif not key.startswith(MEAN_PREFIXES):
+            self._data[key] = {"value": value, "n": old["n"] + 1}
         else:
             n = old["n"] + 1
             self._data[key] = {"value": old["value"] + (value - old["value"]) / n, "n": n}
 
     def forget_groups(self, live_job_ids: Collection[str]) -> int:
         """Drop the per-group bookkeeping (``mark:<group>:...``, ``seen:<group>``; a group is
-        its job ids joined by "+") of groups none of whose jobs is live. Returns how many keys
-        went. Observed figures (``pair:...``, ``job:...``) are kept."""
+        its job ids joined by "+") of groups none of whose jobs is live, and the per-job state
+        (``elastic:...:<job>``) of jobs that are not live. Returns how many keys went. Observed
+        figures (``pair:...``, ``job:...``) are kept."""
         live = set(live_job_ids)
-        gone = [k for k in self._data if k.startswith(GROUP_PREFIXES)
-                and not live.intersection(k.split(":")[1].split("+"))]
+        gone = [k for k in self._data if (k.startswith(GROUP_PREFIXES)
+                and not live.intersection(k.split(":")[1].split("+")))
+                or (k.startswith(JOB_PREFIXES) and k.rsplit(":", 1)[1] not in live)]
         for k in gone:
             del self._data[k]
         return len(gone)

@@ -47,8 +47,10 @@ def _when(t_s: float) -> str:
 
 
 @click.command("report")
-@click.option("--by", type=click.Choice(["job", "user", "account", "partition"]),
-              default="user", show_default=True, help="One row per ...")
+@click.option("--by", type=click.Choice(["job", "run", "user", "account", "partition"]),
+              default="user", show_default=True,
+              help="One row per ... (run: each run of a job, JOB@START: a job requeued or "
+                   "resized has one per GPU count it ran on)")
 @click.option("--since", default="now-7days", show_default=True,
               help="Jobs that ended at or after this time (Slurm's formats: now-1days, "
                    "2026-11-01, 2026-11-01T10:00, today, ...).")

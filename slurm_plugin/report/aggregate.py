@@ -16,6 +16,8 @@ Counterfactual, per record (one job on one node), from the calibrated physics:
 
 from __future__ import annotations
 
+import time
+
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -24,7 +26,7 @@ from ..physics import group_slowdowns, job_class
 from .records import EnergyRecord
 
 J_PER_KWH = 3.6e6
-GROUPS = ("job", "user", "account", "partition")
+GROUPS = ("job", "run", "user", "account", "partition")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +73,14 @@ def counterfactual(r: EnergyRecord, others: Iterable[EnergyRecord], default_app:
 
 def key_of(r: EnergyRecord, by: str, clusters: int = 1) -> str:
     """The group of a record; a job id is prefixed ``cluster/`` when records of several
-    clusters are reported together (job ids repeat across clusters)."""
-    if by == "job":
-        return f"{r.cluster}/{r.job_id}" if clusters > 1 else r.job_id
+    clusters are reported together (job ids repeat across clusters); a run is
+    ``JOB@START`` (local time)."""
+    if by in ("job", "run"):
+        job = f"{r.cluster}/{r.job_id}" if clusters > 1 else r.job_id
+        if by == "job":
+            return job
+        # one run of a job (a requeued job, an elastic job resized, runs again): its start
+        return f"{job}@{time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(round(r.start_s)))}"
     return getattr(r, by) or "(none)"
 
 

@@ -39,3 +39,19 @@ def test_a_corrupt_file_is_kept_aside_when_the_reconciler_saves(tmp_path):
     h.save()
     assert (tmp_path / (FILE_NAME + ".corrupt")).read_text() == "{not json"
     assert dict(read_view(tmp_path)) == {"pair:a+b": 1.5}
+
+
+def test_policy_state_keeps_the_last_value_as_in_the_simulator(tmp_path):
+    h = History(tmp_path / FILE_NAME)
+    for value in (100.0, 250.0):
+        h.add("greenflow.spent_g", value)           # carbon spent so far: not a mean
+        h.add("elastic:n:7", value)
+    assert h.view()["greenflow.spent_g"] == 250.0 and h.view()["elastic:n:7"] == 250.0
+
+
+def test_per_job_state_goes_with_its_job(tmp_path):
+    h = History(tmp_path / FILE_NAME)
+    for key in ("elastic:n:7", "elastic:run:7", "elastic:n:8", "greenflow.spent_g"):
+        h.add(key, 1.0)
+    assert h.forget_groups({"8"}) == 2
+    assert sorted(h.view()) == ["elastic:n:8", "greenflow.spent_g"]

@@ -192,3 +192,12 @@ def test_command_with_influxdb_down_names_it(monkeypatch):
         CliRunner().invoke(wattctl, ["report", "--since", "now-1days"], catch_exceptions=False)
     r = CliRunner().invoke(wattctl, ["report", "--since", "now", "--until", "now-1days"])
     assert isinstance(r.exception, InputError) and "is not before --until" in str(r.exception)
+
+
+def test_by_run_splits_a_resized_job_into_its_runs():
+    first = rec("9", end_s=NOW - 600, duration_s=300.0, gpus=1)
+    second = [rec("9", node=n, end_s=NOW, duration_s=500.0, gpus=2) for n in ("gpu1", "gpu2")]
+    rows = {r["key"]: r for r in report([first, *second], "run")["rows"]}
+    assert len(rows) == 2 and all(k.startswith("9@") for k in rows)
+    assert sorted(r["gpu_hours"] * 3600 for r in rows.values()) == [300.0, 2000.0]
+    assert [r["key"] for r in report([first, *second], "job")["rows"]] == ["9"]

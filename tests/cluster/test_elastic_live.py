@@ -1,0 +1,190 @@
+"""The elastic policy live on the local cluster: an emulated training job submitted with
+``--wb-elastic=1-4`` starts on 1 GPU, is grown to 4 by ``wattctl reconcile --policy elastic``
+while the cluster is idle, is shrunk to 2 when a job arrives that cannot start otherwise, and
+completes: steps monotonic across restarts, none lost beyond the last checkpoint, Slurm's
+restart count equal to the resizes in the reconcile journal, GPU-seconds and energy per run in
+``wattctl report --by run``. A non-elastic job is never resized. A job that ignores SIGTERM,
+and a job killed while it writes its checkpoint, are requeued after Slurm's KillWait and resume
+from their last complete checkpoint; neither is lost or left held.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cluster_waits import wait_job
+
+from slurm_plugin import live
+from slurm_plugin.journal import Journal
+from slurm_plugin.model import Action, Readings
+from slurm_plugin.proc import run
+from slurm_plugin.reconcile import reconcile_pass
+from slurm_plugin.slurm import actions
+from slurm_plugin.slurm.snapshot import snapshot
+
+pytestmark = pytest.mark.cluster
+TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
+# the policy's clocks shortened to the test's minutes: a job may be resized 4 s after its
+# (re)start, and a resize costs about 5 s here (checkpoint, requeue, start-up)
+SETTINGS = {"WATTBATCH_ELASTIC_MIN_INTERVAL_S": "4", "WATTBATCH_ELASTIC_RESTART_COST_S": "5",
+            "WATTBATCH_SERVER": "0"}
+
+
+@pytest.fixture()
+def env(localcluster, tmp_path) -> dict[str, str]:
+    state = tmp_path / "reconcile"
+    state.mkdir()
+    return {**localcluster.env, **SETTINGS, "WATTBATCH_RECONCILE_STATE_DIR": str(state)}
+
+
+def submit(env: dict, tmp_path: Path, name: str, steps: int, step_s: float, epoch: int,
+           *train_args: str, gpus: int = 1, elastic: str = "1-4") -> str:
+    """An emulated training job through wattbatch, elastic, checkpointing where the elastic
+    template says (``WATTBATCH_CHECKPOINT_DIR``); every run appends to one output file."""
+    script = tmp_path / f"{name}.sh"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --output={tmp_path}/{name}.out\n"
+        "#SBATCH --open-mode=append\n"
+        'echo "run $WATTBATCH_RESTART_COUNT on $SLURM_GPUS_ON_NODE GPUs"\n'
+        f"{TRAIN} --steps {steps} --step-s {step_s} --steps-per-epoch {epoch} --gpu-scaling 0.8 "
+        f'--checkpoint "$WATTBATCH_CHECKPOINT_DIR/ckpt.json" {" ".join(train_args)}\n')
+    done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=elastic",
+                f"--wb-elastic={elastic}", f"--gres=gpu:{gpus}", "-t", "20", str(script)],
+               env=env, cwd=str(tmp_path), timeout_s=60)
+    return done.stdout.strip().split(";")[0]
+
+
+def reconcile(env: dict) -> list[dict]:
+    out = run([sys.executable, "-m", "slurm_plugin.cli", "reconcile", "--policy", "elastic",
+               "--json"], env=env, timeout_s=120)
+    return json.loads(out.stdout)["actions"]
+
+
+def drive(env: dict, cfg, job_id: str, ok, timeout_s: float) -> list[dict]:
+    """Reconcile passes every 2 s until ``ok(job)``; the resizes done on the way."""
+    deadline, done = time.monotonic() + timeout_s, []
+    while True:
+        done += [a for a in reconcile(env) if a["kind"] == "resize" and a["status"] == "done"]
+        job = snapshot(cfg).jobs.get(job_id)
+        if job is not None and ok(job):
+            return done
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s of reconcile "
+                        f"passes: {job}; resizes {done}")
+        time.sleep(2)
+
+
+def gpus(job) -> int:
+    return len(job.uses)
+
+
+def started_at(log: str) -> list[int]:
+    return [int(line.split()[4]) for line in log.splitlines()
+            if line.startswith("emulated_train: starting at step")]
+
+
+def resizes_in_journal(state: Path) -> dict[str, int]:
+    """Job id -> resizes the journal shows done."""
+    out: dict[str, int] = {}
+    for e in Journal(state / "journal.jsonl").entries():
+        if e.event == "done" and e.action["kind"] == "resize":
+            out[e.action["job_id"]] = out.get(e.action["job_id"], 0) + 1
+    return out
+
+
+def test_an_elastic_job_grows_when_idle_shrinks_for_a_newcomer_and_completes(
+        localcluster, env, tmp_path):
+    cfg = localcluster.config()
+    job_id = submit(env, tmp_path, "elastic", steps=900, step_s=0.3, epoch=20)
+    job = wait_job(cfg, job_id, lambda j: j.running)
+    assert gpus(job) == 1 and (job.min_gpus, job.max_gpus) == (1, 4)     # from AdminComment
+
+    # (1) the cluster is idle: the job grows to a whole node (through 2 GPUs, or at once)
+    grown = drive(env, cfg, job_id, lambda j: j.running and gpus(j) == 4, timeout_s=150)
+    assert grown and all(a["job_id"] == job_id for a in grown), grown
+    node = snapshot(cfg).jobs[job_id].nodes[0]
+
+    # (2) the other nodes fill up, and a 2-GPU job arrives: the elastic job gives up 2 GPUs
+    fill = []
+    for other in sorted({n.name for n in snapshot(cfg).nodes} - {node}):
+        out = run(["sbatch", "--parsable", "-w", other, "--gres=gpu:4", "--output=/dev/null",
+                   "--wrap=sleep 600"], env=env, timeout_s=30)
+        fill.append(out.stdout.strip().split(";")[0])
+    for f in fill:
+        wait_job(cfg, f, lambda j: j.running)
+    newcomer = run(["sbatch", "--parsable", "--gres=gpu:2", "-t", "5", "--output=/dev/null",
+                    "--wrap=sleep 600"], env=env, timeout_s=30).stdout.strip().split(";")[0]
+    wait_job(cfg, newcomer, lambda j: j.pending)
+    shrunk = drive(env, cfg, job_id, lambda j: j.running and gpus(j) == 2, timeout_s=120)
+    assert [(a["job_id"], a["gpus"]) for a in shrunk][-1:] == [(job_id, 2)], shrunk
+    wait_job(cfg, newcomer, lambda j: j.running, timeout_s=30)
+
+    # (3) it completes on 2 GPUs (no more passes: nothing changes its count now)
+    done = wait_job(cfg, job_id, lambda j: j.state == "COMPLETED", timeout_s=300)
+    for other in (newcomer, *fill):
+        actions.cancel(other, cfg)
+    log = (tmp_path / "elastic.out").read_text()
+    starts = started_at(log)
+    stopped = [int(line.split()[4]) for line in log.splitlines()
+               if line.startswith("emulated_train: SIGTERM: checkpointed step")]
+    assert starts[0] == 0 and starts == sorted(starts), log
+    assert starts[1:] == stopped, log          # each run resumes where the last one stopped
+    assert "emulated_train: done, 900 steps" in log, log
+    journal = resizes_in_journal(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]))
+    assert journal == {job_id: len(grown) + len(shrunk)}, journal   # none of the others
+    assert done.restart_count == journal[job_id] == len(starts) - 1
+    assert [line.split()[1] for line in log.splitlines() if line.startswith("run ")] == \
+        [str(k) for k in range(len(starts))]
+
+    # (4) per run: GPU-seconds on the count it ran on, and energy
+    deadline, rows = time.monotonic() + 60, []
+    while len(rows) < len(starts) and time.monotonic() < deadline:
+        out = run([sys.executable, "-m", "slurm_plugin.cli", "report", "--by", "run",
+                   "--since", "now-1h", "--json"], env=env, timeout_s=60)
+        rows = [r for r in json.loads(out.stdout)["rows"] if r["key"].startswith(f"{job_id}@")]
+        time.sleep(2)
+    assert len(rows) == len(starts), rows
+    assert all(r["energy_kwh"] > 0 and r["gpu_hours"] > 0 for r in rows), rows
+
+
+@pytest.mark.parametrize("how", ["ignores-sigterm", "killed-in-checkpoint"])
+def test_a_resized_job_that_cannot_checkpoint_resumes_from_its_last_checkpoint(
+        localcluster, env, tmp_path, how):
+    cfg = localcluster.config()
+    # each checkpoint takes 20 s: Slurm's KillWait (5 s) ends the program inside one
+    args = ("--ignore-sigterm",) if how == "ignores-sigterm" else ("--checkpoint-s", "20")
+    steps = 60 if how == "ignores-sigterm" else 15
+    job_id = submit(env, tmp_path, how, steps, 0.25, 5, *args)
+    wait_job(cfg, job_id, lambda j: j.running)
+    log = tmp_path / f"{how}.out"
+    checkpoint = tmp_path / ".wattbatch" / "checkpoints" / job_id / "ckpt.json"
+    deadline = time.monotonic() + 60
+    while not checkpoint.exists():            # the first epoch's, where the default dir is
+        assert time.monotonic() < deadline, f"no checkpoint at {checkpoint}"
+        time.sleep(0.5)
+    state = Path(env["WATTBATCH_RECONCILE_STATE_DIR"])
+
+    class Resize:
+        name = "test"
+
+        def reconcile(self, ctx):
+            return (Action("resize", job_id, "test", gpus=2, why="test: resize"),)
+
+    result = reconcile_pass(policy=Resize(), snapshot=lambda: live.snapshot(cfg),
+                            readings=Readings, actuator=live.SlurmActuator(cfg), state_dir=state)
+    assert [o.status for o in result.outcomes] == ["done"], result.as_dict()
+    # Slurm kills the program after KillWait; the job is requeued, never left held
+    job = wait_job(cfg, job_id, lambda j: j.running and gpus(j) == 2, timeout_s=90)
+    assert not actions.job_now(job_id, cfg)[1]
+    done = wait_job(cfg, job_id, lambda j: j.state == "COMPLETED", timeout_s=120)
+    text = log.read_text()
+    starts = started_at(text)
+    assert len(starts) == 2 and done.restart_count == 1 and job.restart_count == 1, text
+    assert starts[1] % 5 == 0 and starts[1] > 0, text   # an epoch's checkpoint, not lost
+    if how == "ignores-sigterm":
+        assert "SIGTERM ignored" in text, text
+    assert f"emulated_train: done, {steps} steps" in text, text
