@@ -291,9 +291,14 @@ class Action:
     why: str = ""
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
     num_nodes: int | None = None      # resize: the new node count (None: unchanged)
+    # resize: the job's restart count when decided; a job resized to 3 GPUs, then to 4, may
+    # be resized to 3 again: another run, another action (None: not said)
+    run: int | None = None
 
     @property
     def key(self) -> str:
         """Identity for idempotence: the same action twice is one action."""
         key = f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"
-        return key if self.num_nodes is None else f"{key}:{self.num_nodes}"
+        if self.num_nodes is not None:
+            key += f":{self.num_nodes}"
+        return key if self.run is None else f"{key}:r{self.run}"

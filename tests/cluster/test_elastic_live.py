@@ -108,7 +108,8 @@ def test_an_elastic_job_grows_when_idle_shrinks_for_a_newcomer_and_completes(
     assert grown and all(a["job_id"] == job_id for a in grown), grown
     node = snapshot(cfg).jobs[job_id].nodes[0]
 
-    # (2) the other nodes fill up, and a 2-GPU job arrives: the elastic job gives up 2 GPUs
+    # (2) the other nodes fill up, then two 1-GPU jobs arrive: the elastic job gives up a GPU
+    # for each (one resize a pass, each when its loss is below the newcomer's wait)
     fill = []
     for other in sorted({n.name for n in snapshot(cfg).nodes} - {node}):
         out = run(["sbatch", "--parsable", "-w", other, "--gres=gpu:4", "--output=/dev/null",
@@ -116,16 +117,18 @@ def test_an_elastic_job_grows_when_idle_shrinks_for_a_newcomer_and_completes(
         fill.append(out.stdout.strip().split(";")[0])
     for f in fill:
         wait_job(cfg, f, lambda j: j.running)
-    newcomer = run(["sbatch", "--parsable", "--gres=gpu:2", "-t", "5", "--output=/dev/null",
-                    "--wrap=sleep 600"], env=env, timeout_s=30).stdout.strip().split(";")[0]
-    wait_job(cfg, newcomer, lambda j: j.pending)
-    shrunk = drive(env, cfg, job_id, lambda j: j.running and gpus(j) == 2, timeout_s=120)
-    assert [(a["job_id"], a["gpus"]) for a in shrunk][-1:] == [(job_id, 2)], shrunk
-    wait_job(cfg, newcomer, lambda j: j.running, timeout_s=30)
+    newcomers = [run(["sbatch", "--parsable", "--gres=gpu:1", "-t", "5", "--output=/dev/null",
+                      "--wrap=sleep 600"], env=env, timeout_s=30).stdout.strip().split(";")[0]
+                 for _ in range(2)]
+    wait_job(cfg, newcomers[-1], lambda j: j.pending)
+    shrunk = drive(env, cfg, job_id, lambda j: j.running and gpus(j) == 2, timeout_s=150)
+    assert [(a["job_id"], a["gpus"]) for a in shrunk] == [(job_id, 3), (job_id, 2)], shrunk
+    for newcomer in newcomers:
+        wait_job(cfg, newcomer, lambda j: j.running, timeout_s=30)
 
     # (3) it completes on 2 GPUs (no more passes: nothing changes its count now)
     done = wait_job(cfg, job_id, lambda j: j.state == "COMPLETED", timeout_s=300)
-    for other in (newcomer, *fill):
+    for other in (*newcomers, *fill):
         actions.cancel(other, cfg)
     log = (tmp_path / "elastic.out").read_text()
     starts = started_at(log)

@@ -83,3 +83,15 @@ def test_site_defaults_are_the_policy_defaults_and_parse_with_the_policy_keys():
     assert parse_settings(config.policy_settings(cfg, "elastic")) == ElasticSettings()
     tuned = config.load(site_file=None, environ={"WATTBATCH_ELASTIC_MIN_INTERVAL_S": "5"})
     assert parse_settings(config.policy_settings(tuned, "elastic")).min_interval_s == 5.0
+
+
+def test_the_same_count_on_a_later_run_is_another_action(tmp_path):
+    """Grown 2->3, then 3->4, a job shrunk back to 3 is not skipped as done before."""
+    act = NodesRecorder(tres="gres:gpu:2")
+    assert run(tmp_path, Fixed(Action("resize", "7", "fixed", gpus=3, why="grow", run=1)),
+               act).outcomes[0].status == "done"
+    act.job = replace(act.job, tres_per_node="gres:gpu:4")
+    again = run(tmp_path, Fixed(Action("resize", "7", "fixed", gpus=3, why="shrink", run=3)), act)
+    assert again.outcomes[0].status == "done", again.outcomes[0].detail
+    same = run(tmp_path, Fixed(Action("resize", "7", "fixed", gpus=3, why="shrink", run=3)), act)
+    assert same.outcomes[0].status == "skipped"

@@ -118,7 +118,8 @@ def elastic_placement(name: str, req: JobRequest, ctx: Context,
 def _resize(name: str, job: Job, m: int, gpn: int, why: str, pred: dict[str, float]) -> Action:
     p, k = shape(m, gpn)
     return Action(kind="resize", job_id=job.job_id, policy=name, gpus=p,
-                  num_nodes=k if k != job.num_nodes else None, why=why, predicted=pred)
+                  num_nodes=k if k != job.num_nodes else None, why=why, predicted=pred,
+                  run=job.restart_count)
 
 
 class Elastic:
