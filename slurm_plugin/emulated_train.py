@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.ignore_sigterm:
             print(f"emulated_train: SIGTERM ignored at step {state['step']}", flush=True)
             return
-        write_checkpoint(args.checkpoint, state["step"])
+        write_checkpoint(args.checkpoint, state["step"], args.checkpoint_s)
         print(f"emulated_train: SIGTERM: checkpointed step {state['step']}, exiting", flush=True)
         sys.exit(128 + signum)
 

@@ -6,7 +6,9 @@ file, ``<node.state_dir>/ledger/<job_id>.json``, one entry per node:
 ``energy_j, idle_j, gpu_s, shared_gpu_s, co2_g, co2_energy_j, method_j{method: J}, gpus``.
 Carbon is the energy of each pass times the grid intensity in force then, so a job's CO2 is
 integrated over the hours it actually ran. The epilog closes a job's file (``<job>.done``) and
-reports it; a closed file is never written again. A GPU counter that goes backwards (a reset,
+reports it; a closed file is never written again. A job that runs again (requeued, resized)
+starts a new file: its prolog moves the closed one aside (``<job>.json.<time>.done``), so each
+run is reported once, with its own energy. A GPU counter that goes backwards (a reset,
 a wrap) or a clock that jumps back starts a new interval: nothing is charged for it.
 """
 
@@ -188,6 +190,18 @@ class CachedIntensity:
                     self.warn(f"no carbon intensity ({exc}); CO2 left out until it answers")
                 self._value, self._failed = None, True
         return self._value
+
+
+def reopen(state_dir: str | os.PathLike, job_id: str) -> bool:
+    """At a run's start (the prolog): move the closed ledger of the job's earlier run aside, so
+    the collector charges this run afresh. True when there was one."""
+    path = job_file(state_dir, job_id)
+    done = path.with_name(path.name + DONE_SUFFIX)
+    try:
+        done.rename(path.with_name(f"{path.name}.{time.time_ns()}{DONE_SUFFIX}"))
+    except FileNotFoundError:
+        return False              # a first run, or another node's prolog moved it already
+    return True
 
 
 def close(state_dir: str | os.PathLike, job_id: str) -> dict:

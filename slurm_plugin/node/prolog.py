@@ -13,6 +13,7 @@ import time
 from typing import Mapping
 
 from .. import config, progress_key
+from . import ledger
 from .jobenergy import job_gpus, record_start, run_hook
 from .source import make_source, node_name
 
@@ -52,6 +53,7 @@ def prolog(environ: Mapping[str, str]) -> str:
     if not gpus:
         return f"{keyed}job {job_id}: no GPUs, nothing to record"
     source = make_source(cfg["node.gpu_source"], node_name(), cfg)
+    ledger.reopen(cfg["node.state_dir"], job_id)        # a run after a requeue: a new ledger
     record_start(source, job_id, gpus, cfg["node.state_dir"], time.time())
     return f"{keyed}job {job_id}: recorded start energy of GPUs {list(gpus)}"
 

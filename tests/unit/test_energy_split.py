@@ -104,6 +104,26 @@ def test_epilog_figures_from_a_closed_ledger(tmp_path):
     assert 'split="exclusive"' in line
 
 
+def test_a_requeued_job_has_a_ledger_per_run(tmp_path):
+    res = (Resident("7", 0, 50.0, "vgg16"),)
+    book = ledger.Ledger(tmp_path, 40.0)
+
+    def run(t0_s: float, e0_j: float, gained_j: float) -> dict:
+        book.update([GpuReading("n1", 0, 100.0, e0_j, 50.0, 0.0, 300.0, t0_s, res)])
+        book.update([GpuReading("n1", 0, 100.0, e0_j + gained_j, 50.0, 0.0, 300.0, t0_s + 60,
+                                res)])
+        return ledger.close(tmp_path, "7")["nodes"]["n1"]
+
+    assert ledger.reopen(tmp_path, "7") is False          # the first run's prolog
+    first = run(0.0, 0.0, 600.0)
+    assert ledger.reopen(tmp_path, "7") is True           # requeued: the next run's prolog
+    second = run(100.0, 700.0, 900.0)
+    # the second run's own energy (the pass interval before its first reading included, the
+    # collector's one-interval error), neither the first run's record again nor both summed
+    assert (first["energy_j"], second["energy_j"]) == (600.0, 1000.0)
+    assert (first["first_s"], second["first_s"]) == (0.0, 60.0)
+
+
 def test_counter_reset_and_long_gaps_charge_nobody(tmp_path):
     res = (Resident("1", 0, 50.0),)
     book = ledger.Ledger(tmp_path, 40.0)
