@@ -96,3 +96,66 @@ def test_elastic_script_forwards_sigterm_to_the_child(tmp_path):
     proc.terminate()
     assert proc.stdout.read() == "caught-0\n" and proc.wait(5) == 7
     assert (tmp_path / ".wattbatch" / "checkpoints" / "9").is_dir()
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and its descendants, by parent links in /proc (how proctrack/linuxproc finds
+    a job's processes)."""
+    import os
+
+    parent = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                parent[int(name)] = int(fields[1])
+    out, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in out} - out
+        out |= more
+        grew = bool(more)
+    return out
+
+
+def test_elastic_program_stays_in_the_job_until_slurm_kills_it(tmp_path):
+    """Slurm signals every process of the job with SIGTERM, then SIGKILLs those it still finds
+    by parentage after KillWait. A program that takes longer to checkpoint (here: ignores
+    SIGTERM) must still be found then, not orphaned by its shell and left training."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    user = (f"#!/bin/bash\n{sys.executable} -c 'import os, signal, time; "
+            f"signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(60)'\n")
+    kw = dict(CASES["elastic"])
+    script = tmp_path / "job.sh"
+    script.write_text(render(user, kw.pop("template"), kw.pop("env"), **kw))
+    env = {k: v for k, v in os.environ.items() if k != "WATTBATCH_ELASTIC_CHILD"}
+    shell = subprocess.Popen(["bash", str(script)], env={**env, "SLURM_SUBMIT_DIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 20
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the program never started"
+            time.sleep(0.05)
+        program = int(pid_file.read_text())
+        for pid in _tree(shell.pid):               # requeue: SIGTERM to the job's processes
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(1.0)
+        found = _tree(shell.pid)
+        assert program in found, "the program lost its place in the job's process tree"
+        for pid in found:                           # KillWait is over
+            os.kill(pid, signal.SIGKILL)
+        shell.wait(10)
+        time.sleep(0.2)
+        assert program not in _tree(1), f"the program (pid {program}) outlived its job"
+    finally:
+        shell.kill()
