@@ -117,6 +117,13 @@ class Job:
     # (None: not elastic, its size is the user's).
     min_gpus: int | None = None
     max_gpus: int | None = None
+    # Its global batch size now and the range it may run at (--wb-batch-size=MIN-MAX; None:
+    # the batch is the job's own), and how its learning rate follows a new batch size
+    # ("linear" or "sqrt"; "" when it did not say: linear).
+    batch_size: int | None = None
+    min_batch_size: int | None = None
+    max_batch_size: int | None = None
+    lr_scaling: str = ""
 
     @property
     def running(self) -> bool:
@@ -188,6 +195,8 @@ class JobRequest:
     memory_per_gpu_mib: int | None = None
     min_gpus: int | None = None
     max_gpus: int | None = None
+    min_batch_size: int | None = None   # --wb-batch-size=MIN-MAX (None: not adjustable)
+    max_batch_size: int | None = None
     allow_share: bool | None = None   # None: the site default decides
     opt_out: frozenset[str] = frozenset()  # policy actions the user refused: "share", "defer", ...
     submit_s: float = 0.0
@@ -291,9 +300,14 @@ class Action:
     why: str = ""
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
     num_nodes: int | None = None      # resize: the new node count (None: unchanged)
+    # resize: the new global batch size (None: unchanged) and the factor the job multiplies
+    # its learning rate by for it (its declared linear or sqrt rule)
+    batch_size: int | None = None
+    lr_scale: float | None = None
 
     @property
     def key(self) -> str:
         """Identity for idempotence: the same action twice is one action."""
         key = f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"
-        return key if self.num_nodes is None else f"{key}:{self.num_nodes}"
+        key = key if self.num_nodes is None else f"{key}:{self.num_nodes}"
+        return key if self.batch_size is None else f"{key}:b{self.batch_size}"
