@@ -117,6 +117,13 @@ class Job:
     # (None: not elastic, its size is the user's).
     min_gpus: int | None = None
     max_gpus: int | None = None
+    # Its global batch size now and the range it may run at (--wb-batch-size=MIN-MAX; None:
+    # the batch is the job's own), and how its learning rate follows a new batch size
+    # ("linear" or "sqrt"; "" when it did not say: linear).
+    batch_size: int | None = None
+    min_batch_size: int | None = None
+    max_batch_size: int | None = None
+    lr_scaling: str = ""
 
     @property
     def running(self) -> bool:
@@ -188,6 +195,8 @@ class JobRequest:
     memory_per_gpu_mib: int | None = None
     min_gpus: int | None = None
     max_gpus: int | None = None
+    min_batch_size: int | None = None   # --wb-batch-size=MIN-MAX (None: not adjustable)
+    max_batch_size: int | None = None
     allow_share: bool | None = None   # None: the site default decides
     opt_out: frozenset[str] = frozenset()  # policy actions the user refused: "share", "defer", ...
     submit_s: float = 0.0
@@ -294,6 +303,10 @@ class Action:
     # resize: the job's restart count when decided; a job resized to 3 GPUs, then to 4, may
     # be resized to 3 again: another run, another action (None: not said)
     run: int | None = None
+    # resize: the new global batch size (None: unchanged) and the factor the job multiplies
+    # its learning rate by for it (its declared linear or sqrt rule)
+    batch_size: int | None = None
+    lr_scale: float | None = None
 
     @property
     def key(self) -> str:
@@ -301,4 +314,6 @@ class Action:
         key = f"{self.kind}:{self.job_id}:{self.gpus}:{self.begin_s}:{self.power_cap_w}"
         if self.num_nodes is not None:
             key += f":{self.num_nodes}"
+        if self.batch_size is not None:
+            key += f":b{self.batch_size}"
         return key if self.run is None else f"{key}:r{self.run}"

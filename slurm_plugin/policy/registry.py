@@ -29,6 +29,8 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "elastic-restart": "elastic.decide:TerminationElastic",
     "pal": "pal.decide:Pal",
     "packed-sticky": "packed_sticky:PackedSticky",
+    "ones": "ones.decide:Ones",
+    "tiresias": "tiresias.decide:Tiresias",
 }
 
 

@@ -67,7 +67,8 @@ class Simulator:
                  variability: list[dict[str, float]] | None = None,
                  settings: Mapping[str, Any] | None = None,
                  timeline: Callable[[dict[str, float]], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 statistical_efficiency: bool = True) -> None:
         self.spec = spec.with_slurm_settings(getattr(policy, "slurm_settings", {})).resolved()
         self.policy, self.carbon, self.seed = policy, carbon, seed
         # what policies see of the future: a forecast from the series' past (as live)
@@ -80,6 +81,7 @@ class Simulator:
         self.history_log: dict[int, tuple[str, ...]] = {}   # the keys of recent versions
         self.history_log_view = MappingProxyType(self.history_log)
         self.trace = jobs
+        self.stat_eff = statistical_efficiency      # batch-size model: samples grow with batch
         self.timeline, self.progress = timeline, progress
         gt = self.spec.gpu_type
         self.idle_w = idle_power_w(gt)
@@ -293,7 +295,7 @@ class Simulator:
                                    deadline_s=j.t.deadline_s, slack_s=j.req.slack_s,
                                    begin_s=j.begin_s if j.begin_s > j.t.submit_s else None,
                                    power_cap_w=j.cap_w, min_gpus=j.t.min_gpus,
-                                   max_gpus=j.t.max_gpus)
+                                   max_gpus=j.t.max_gpus, **self._batch_fields(j))
         self.dirty = True
 
     # ---------------------------------------------------------------- fitting
@@ -565,7 +567,7 @@ class Simulator:
             submit_s=j.t.submit_s, start_s=now, time_limit_s=j.limit_s,
             restart_count=j.restarts, app=j.cls.name, comment=j.pl.policy if j.pl else "",
             deadline_s=j.t.deadline_s, slack_s=j.req.slack_s, power_cap_w=j.cap_w,
-            min_gpus=j.t.min_gpus, max_gpus=j.t.max_gpus)
+            min_gpus=j.t.min_gpus, max_gpus=j.t.max_gpus, **self._batch_fields(j))
         self._retune(gpus)
 
     def _cap_effect(self, j: SimJob) -> None:
@@ -756,11 +758,40 @@ class Simulator:
             if not a.nodes and nodes > 1 and a.kind == "move_exclusive":
                 pl = plain_placement(a.policy, req, a.why)
             self._apply_placement(j, pl, new_nodes)
+            if a.kind == "resize" and (a.batch_size is not None or j.batch is not None):
+                self._rebatch(j, a.batch_size)
             if started and a.kind == "resize":
                 # checkpoint, requeue and start-up: restart_cost_s of wall time at the new size
                 j.work_left += self.spec.restart_cost_s * j.scale
             self._enqueue(j)
         self.dirty = True
+
+    # ---------------------------------------------------------------- batch size (ones)
+    def _batch_fields(self, j: SimJob) -> dict[str, Any]:
+        """The batch fields of a job's view: none for a trace without batch sizes."""
+        t = j.t
+        if t.batch_size is None:
+            return {}
+        now = j.batch if j.batch is not None else \
+            max(1, round(t.batch_size * (j.total_gpus or t.num_gpus) / t.num_gpus))
+        return {"batch_size": now, "min_batch_size": t.min_batch_size,
+                "max_batch_size": t.max_batch_size}
+
+    def _rebatch(self, j: SimJob, batch: int | None) -> None:
+        """A resize that sets a global batch size (or resizes a job that has one): its speed
+        from the batch model (``physics/pollux_batch.py``); the fraction it has done is kept."""
+        t = j.t
+        if t.batch_size is None or not t.app:
+            return
+        from ..physics.pollux_batch import batch_bounds, progress_rate
+        n = j.total_gpus
+        new = batch if batch is not None else j.batch
+        bounds = batch_bounds(t.app, n, t.min_batch_size, t.max_batch_size)
+        if bounds is None:
+            return      # no batch runs on n GPUs: the per-GPU batch's speed (already set)
+        new = min(max(new, bounds[0]), bounds[1])
+        j.batch = new
+        j.scale = progress_rate(t.app, n, new, self.stat_eff, t.batch_size) * t.duration_s
 
     def _drop(self, j: SimJob) -> None:
         """Stop a job wherever it is (a requeue keeps the work done: checkpoint)."""

@@ -74,7 +74,7 @@ class SimJob:
                  "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
                  "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
-                 "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice")
+                 "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch")
 
     def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
         self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
@@ -109,6 +109,7 @@ class SimJob:
         self.limit_s = t.duration_s      # requested time limit (whole minutes)
         self.end_by_s = float("inf")     # Slurm's end time of the current run: start + limit
         self.shape: tuple[int, int, int] | None = None  # (GPUs per node, nodes, shards); None: pinned
+        self.batch: int | None = None    # global batch a resize set (None: the trace's per GPU)
 
     @property
     def total_gpus(self) -> int:

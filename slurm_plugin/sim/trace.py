@@ -48,6 +48,11 @@ class TraceJob:
     # measured scaling of this job (speedup on n GPUs over one at index n-1); None: its class's
     speedup: tuple[float, ...] | None = None
     samples: float | None = None        # samples to target, where the trace knows them
+    # global batch size at ``num_gpus`` and the range it may be changed within (None: the
+    # trace does not say; the job keeps its per-GPU batch)
+    batch_size: int | None = None
+    min_batch_size: int | None = None
+    max_batch_size: int | None = None
 
 
 def builtin_trace() -> Path:

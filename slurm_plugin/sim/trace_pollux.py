@@ -9,6 +9,8 @@
   the most GPUs whose global batch stays within the measured batch sizes, at least
   ``num_replicas``); its length is its samples to target over its throughput on
   ``num_replicas`` GPUs;
+- its batch size may be changed (``ones``) within its application's measured global batch
+  sizes (``physics/pollux_batch.py``);
 - its time limit (Slurm's, which a requeue restarts) covers a run on its minimum: the whole
   minutes of ``LIMIT_FACTOR`` x its length on 1 GPU (an elastic job's contract: it may be
   given its minimum at any time, so it asks for the limit of that run).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..physics.pollux import elastic_profile, pollux_apps
+from ..physics.pollux_batch import measured_batch_range
 from .trace import TraceJob
 
 LIMIT_FACTOR = 1.25
@@ -44,4 +47,6 @@ def pollux_row(row, seen: set[str]) -> TraceJob:
                     num_gpus=gpus, line=row.line, app=app, min_gpus=1,
                     time_limit_s=60.0 * -(-LIMIT_FACTOR * prof.duration_s(1) // 60),
                     max_gpus=prof.max_gpus, speedup=prof.speedup(),
-                    samples=prof.samples)
+                    samples=prof.samples, batch_size=batch,
+                    min_batch_size=measured_batch_range(app)[0],
+                    max_batch_size=measured_batch_range(app)[1])

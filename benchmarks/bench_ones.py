@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""The ones policy's figures: average JCT against tiresias, slurm-default and elastic.
+
+(a) Pollux workloads 1..8 on 64 GPUs (16 nodes x 4), ``--trace-format pollux``, reconcile every
+60 s, restart cost 90 s: average JCT of ``ones`` (population 8) over ``tiresias``'s (goal
+<= 0.40x), ``slurm-default``'s and ``elastic``'s, per workload and seed, mean (min-max) over
+the 8 workloads x ``--seeds`` seeds of ``ones``;
+(b) the same with statistical efficiency off in the simulator and the policy (a bigger batch
+needs no more samples): the gain that would be illusory;
+(c) speed on Philly (64 x 8 GPUs, ``--elastic-share`` of jobs elastic, reconcile every 300 s):
+jobs per second of simulation with ``ones`` (goal >= 1,000), on the first ``--philly-jobs``;
+(d) one reconcile pass of ``ones`` at 1,000 nodes x 8 GPUs and 10,000 jobs (goal <= 1 s).
+
+Usage::
+
+    python benchmarks/bench_ones.py --pollux-dir ../shared/data/workloads/pollux/workloads \\
+        --philly ../shared/data/traces/philly/philly-2017-09-10.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from slurm_plugin.policy import get_policy  # noqa: E402
+from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
+from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
+from slurm_plugin.sim.engine import Simulator  # noqa: E402
+from slurm_plugin.sim.trace import read_trace  # noqa: E402
+
+BASELINES = ("slurm-default", "tiresias", "elastic")
+
+
+def run_one(args: tuple) -> dict:
+    path, fmt, nodes, gpn, interval, share, seed, policy, stat_eff, limit = args
+    jobs = read_trace(path, fmt)
+    if limit:
+        jobs = jobs[:limit]
+    if share:
+        jobs = make_elastic(jobs, share, 0)
+    spec = ClusterSpec(nodes=nodes, gpus_per_node=gpn, reconcile_interval_s=interval,
+                       restart_cost_s=90.0)
+    settings = None
+    if policy == "ones":
+        settings = {"seed": seed, "restart_cost_s": 90.0, "statistical_efficiency": int(stat_eff)}
+    t0 = time.perf_counter()
+    sim = Simulator(jobs, spec, get_policy(policy), seed=0, settings=settings,
+                    statistical_efficiency=stat_eff)
+    r = sim.run()
+    wall = time.perf_counter() - t0
+    return {"trace": Path(path).stem, "policy": policy, "seed": seed, "stat_eff": stat_eff,
+            "avg_jct_s": r["avg_jct_s"], "makespan_s": r["makespan_s"], "jobs": r["jobs"],
+            "finished": r["jobs_finished"], "timed_out": r["jobs_timed_out"],
+            "resizes": r["actions"].get("resize", 0), "wall_s": wall,
+            "jobs_per_s": r["jobs"] / wall if wall else 0.0}
+
+
+def spread(xs: list[float]) -> str:
+    return f"{statistics.mean(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})"
+
+
+def pollux_table(rows: list[dict], stat_eff: bool, seeds: list[int]) -> None:
+    print(f"\n== Pollux workloads, 16 x 4 GPUs, statistical efficiency "
+          f"{'on' if stat_eff else 'OFF (illusory)'}: ones avg JCT over each baseline")
+    print(f"{'workload':<12}{'seed':>5}{'ones JCT s':>12}" + "".join(f"{b:>15}" for b in BASELINES)
+          + f"{'resizes':>9}{'timed out':>10}")
+    agg: dict[str, list[float]] = {b: [] for b in BASELINES}
+    mine = [r for r in rows if r["policy"] == "ones" and r["stat_eff"] == stat_eff]
+    for r in sorted(mine, key=lambda r: (int(r["trace"].split("-")[1]), r["seed"])):
+        base = {x["policy"]: x for x in rows if x["trace"] == r["trace"]
+                and x["stat_eff"] == stat_eff and x["policy"] != "ones"}
+        ratios = [r["avg_jct_s"] / base[b]["avg_jct_s"] for b in BASELINES]
+        for b, x in zip(BASELINES, ratios):
+            agg[b].append(x)
+        print(f"{r['trace']:<12}{r['seed']:>5}{r['avg_jct_s']:>12.0f}"
+              + "".join(f"{x:>15.3f}" for x in ratios) + f"{r['resizes']:>9}{r['timed_out']:>10}")
+    for b in BASELINES:
+        print(f"ones / {b}: avg JCT {spread(agg[b])} over {len(agg[b])} runs")
+    for b in BASELINES:
+        xs = [x["avg_jct_s"] for x in rows if x["policy"] == b and x["stat_eff"] == stat_eff]
+        print(f"{b}: mean avg JCT {statistics.mean(xs):.0f} s")
+
+
+def micro(nodes: int = 1000, gpn: int = 8, n_jobs: int = 10_000, repeat: int = 3) -> float:
+    """Seconds of one ``ones`` reconcile pass on a synthetic full cluster."""
+    from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node, Progress, Readings
+    from slurm_plugin.policy.base import Context
+    now = 1e6
+    jobs, progress, gpus_of = {}, {}, {}
+    apps = (("cifar10", 512, 128, 4096), ("deepspeech2", 80, 20, 640), ("yolov3", 32, 8, 512))
+    names = [f"n{i:04d}" for i in range(nodes)]
+    slot = 0
+    for i in range(n_jobs):
+        app, b, lo, hi = apps[i % 3]
+        size = (1, 2, 4, 8)[i % 4]
+        jid = str(i)
+        if slot + size <= nodes * gpn and (slot % gpn) + size <= gpn:
+            node = names[slot // gpn]
+            uses = tuple(GpuUse(node, slot % gpn + k) for k in range(size))
+            for k in range(size):
+                gpus_of[(node, slot % gpn + k)] = jid
+            slot += size
+            jobs[jid] = Job(job_id=jid, state="RUNNING", gpus=size, nodes=(node,), uses=uses,
+                            submit_s=float(i), start_s=now - 3600, time_limit_s=1e7, app=app,
+                            min_gpus=1, max_gpus=16, batch_size=b * size, min_batch_size=lo,
+                            max_batch_size=hi)
+            progress[jid] = Progress(job_id=jid, step=(i * 37) % 900 + 10, samples_per_s=100.0,
+                                     total_steps=1000, taken_s=now, started_s=now - 3600)
+        else:
+            jobs[jid] = Job(job_id=jid, state="PENDING", gpus=size, submit_s=float(i),
+                            time_limit_s=1e7, app=app, min_gpus=1, max_gpus=16,
+                            batch_size=b * size, min_batch_size=lo, max_batch_size=hi)
+    node_views = tuple(Node(name=n, state="allocated", gpus=tuple(
+        Gpu(node=n, index=k, exclusive_job=gpus_of.get((n, k))) for k in range(gpn)))
+        for n in names)
+    pending = sum(1 for j in jobs.values() if j.pending)
+    ctx = Context(cluster=Cluster(nodes=node_views, jobs=jobs, taken_s=now, pending_count=pending),
+                  readings=Readings(progress=progress), now_s=now)
+    pol = get_policy("ones")
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        pol.reconcile(ctx)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pollux-dir", required=True, help="folder of workload-1..8.csv")
+    ap.add_argument("--philly", default=None, help="Philly CSV (skipped when absent)")
+    ap.add_argument("--philly-jobs", type=int, default=10_000, help="first N jobs (0: all)")
+    ap.add_argument("--elastic-share", type=float, default=0.5)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--workers", type=int, default=1)
+    a = ap.parse_args()
+    pollux = sorted(Path(a.pollux_dir).glob("workload-*.csv"),
+                    key=lambda p: int(p.stem.split("-")[1]))
+    runs = []
+    for stat_eff in (True, False):
+        for p in pollux:
+            runs += [(p, "pollux", 16, 4, 60.0, 0.0, 0, b, stat_eff, 0) for b in BASELINES]
+            runs += [(p, "pollux", 16, 4, 60.0, 0.0, s, "ones", stat_eff, 0) for s in a.seeds]
+    with ProcessPoolExecutor(a.workers) as ex:
+        rows = list(ex.map(run_one, runs))
+    for stat_eff in (True, False):
+        pollux_table(rows, stat_eff, a.seeds)
+    if a.philly:
+        print(f"\n== Philly on 64 x 8 GPUs, {a.elastic_share:.0%} elastic, first "
+              f"{a.philly_jobs or 'all'} jobs")
+        for pol in ("slurm-default", "ones"):
+            r = run_one((Path(a.philly), "philly", 64, 8, 300.0, a.elastic_share, 0, pol, True,
+                         a.philly_jobs))
+            print(f"{pol:<15} {r['jobs_per_s']:>8.0f} jobs/s ({r['jobs']} jobs in "
+                  f"{r['wall_s']:.1f} s), avg JCT {r['avg_jct_s']:.0f} s, resizes {r['resizes']}")
+    print(f"\n== one ones reconcile pass, 1,000 nodes x 8 GPUs, 10,000 jobs: "
+          f"{micro():.3f} s (best of 3)")
+
+
+if __name__ == "__main__":
+    main()

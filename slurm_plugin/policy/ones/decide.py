@@ -1,0 +1,239 @@
+"""The ``ones`` policy's decisions (its baseline ``tiresias`` is in ``policy/tiresias``).
+
+advise (at submission): as ``elastic`` (an elastic job starts now on the GPUs free, at least
+its minimum; else it queues as asked). Others: unchanged.
+
+reconcile (each pass): the jobs become ``Plan``s (running elastic jobs past their hysteresis
+with a trusted fraction done, and the first ``lookahead`` queued jobs; every other job keeps
+its GPUs), each with its options: the allowed GPU counts (one node or whole nodes) whose
+best batch gives more predicted goodput than every smaller count (the job's maximum useful
+size), each at that batch, plus a running job's current count and batch. ``evolve`` evolves
+the population; the fittest schedule replaces the running one when its predicted goodput is
+``min_gain`` higher. Its differences become actions: ``resize`` (new count, ``batch_size`` and
+``lr_scale``; a running job restarts from its checkpoint), ``defer`` to now (a held job that
+starts), ``resize`` at the same count and ``defer`` by ``hold_s`` (a running job stopped, or
+a queued job left out: held so Slurm's queue order does not start it ahead of the schedule).
+A non-elastic job is never resized (a queued one may be held or released).
+"""
+
+from __future__ import annotations
+
+import random
+
+from ...model import Action, Cluster, Job, JobRequest, Placement
+from ..base import Context
+from ..elastic.decide import elastic_placement
+from ..elastic.predict import prior, prior_at, shape, sizes
+from .evolve import Plan, Room, evolve
+from .observe import fraction_done, run_rate
+from .predict import best_batch, goodput, lr_scale
+from .settings import OnesSettings, parse_settings
+
+NAME = "ones"
+MAX_GENES = 256     # running jobs in the population at most (half longest, half shortest)
+
+
+def _gpn(cluster: Cluster) -> int:
+    return max((len(n.gpus) for n in cluster.nodes), default=8)
+
+
+def _free(cluster: Cluster) -> dict[str, int]:
+    return {n.name: sum(1 for g in n.gpus if g.is_free) for n in cluster.nodes if n.available}
+
+
+def _running(cluster: Cluster) -> list[Job]:
+    seen: set[str] = set()
+    out = []
+    for node in cluster.nodes:
+        for g in node.gpus:
+            jid = g.exclusive_job
+            if jid is not None and jid not in seen:
+                seen.add(jid)
+                job = cluster.jobs.get(jid)
+                if job is not None and job.running and not job.shards:
+                    out.append(job)
+    return out
+
+
+def _pending(cluster: Cluster, limit: int) -> list[Job]:
+    if cluster.pending_count == 0:
+        return []
+    out = [j for j in cluster.jobs.values() if j.pending and not j.shards]
+    out.sort(key=lambda j: (j.submit_s, j.job_id))
+    return out[:limit]
+
+
+def _profiled(job: Job) -> bool:
+    from ...physics.pollux import pollux_apps
+    return job.batch_size is not None and job.app in pollux_apps()
+
+
+def _range(job: Job, cap: int) -> tuple[int, int]:
+    n = job.gpus * job.num_nodes
+    if job.min_gpus is None or job.max_gpus is None or job.max_gpus <= job.min_gpus:
+        return n, n
+    return max(1, job.min_gpus), min(max(job.max_gpus, 1), cap)
+
+
+def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: int, cap: int,
+             f: float) -> tuple[list[tuple[int, int | None, float]], int]:
+    """The job's options (count ascending) and the index of its current one (-1: queued)."""
+    lo, hi = _range(job, cap)
+    eff = bool(s.statistical_efficiency)
+    left = 1.0 - f
+    limit = job.time_limit_s
+    opts: list[tuple[int, int | None, float]] = []
+    cur_opt = None
+    if _profiled(job):
+        ref = job.batch_size
+        for m in sizes(lo, hi, gpn, cap):
+            bb = best_batch(job.app, m, job.min_batch_size, job.max_batch_size, eff, ref)
+            if bb is not None:
+                opts.append((m, bb[0], bb[1]))
+        if n_now:
+            cur_opt = (n_now, job.batch_size, goodput(job.app, n_now, job.batch_size, eff, ref))
+    else:
+        if x_now is None:       # a queued job without a profile: its time limit as its length
+            n_req = job.gpus * job.num_nodes
+            x_now = left / limit if limit else 0.0
+            n_now_ref = n_req
+        else:
+            n_now_ref = n_now
+        p = prior(job.app)
+        for m in sizes(lo, hi, gpn, cap):
+            opts.append((m, None, x_now * prior_at(p, m) / prior_at(p, n_now_ref)))
+        if n_now:
+            cur_opt = (n_now, None, x_now)
+    useful: list[tuple[int, int | None, float]] = []
+    for o in opts:      # the maximum useful size: each larger count must add goodput
+        if o[2] <= 0 or (useful and o[2] <= useful[-1][2] * 1.001):
+            continue
+        if limit and left / o[2] + s.restart_cost_s > 0.9 * limit:
+            continue    # would not end within its time limit (a requeue restarts it)
+        useful.append(o)
+    cur = -1
+    if cur_opt is not None:
+        for i, o in enumerate(useful):
+            if o[0] == cur_opt[0] and o[1] == cur_opt[1]:
+                cur = i
+                break
+        else:
+            useful.append(cur_opt)
+            useful.sort(key=lambda o: (o[0], o[2]))
+            cur = useful.index(cur_opt)
+    return useful, cur
+
+
+class Ones:
+    name = NAME
+
+    def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        return elastic_placement(self.name, request, ctx, queue_at_min=False)
+
+    def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        s = parse_settings(ctx.settings)
+        cluster, now, hist = ctx.cluster, ctx.now_s, ctx.history
+        gpn, cap = _gpn(cluster), cluster.gpu_count
+        progress = ctx.readings.progress
+        updates: dict[str, float] = {}
+        plans: list[Plan] = []
+        jobs: dict[str, Job] = {}
+        fracs: dict[str, float] = {}
+        movable: list[tuple[float, Plan]] = []
+        for job in _running(cluster):
+            n = len(job.uses)
+            uses: dict[str, int] = {}
+            for u in job.uses:
+                uses[u.node] = uses.get(u.node, 0) + 1
+            lo, hi = _range(job, cap)
+            f = None
+            if lo < hi or _profiled(job):
+                f = fraction_done(progress.get(job.job_id), job, now, hist)
+            young = job.start_s is not None and now - job.start_s < s.min_interval_s
+            x = None
+            if f is not None and not _profiled(job):
+                x = run_rate(progress[job.job_id], job, f, now, hist, updates)
+            if f is None or young or lo == hi and not _profiled(job) or \
+                    (x is None and not _profiled(job)):
+                continue        # keeps its GPUs: not in the population
+            opts, cur = _options(job, n, x, s, gpn, cap, f)
+            if cur < 0 or len(opts) < 2:
+                continue
+            p = Plan(job.job_id, True, False, opts, cur, 1.0 - f, s.restart_cost_s,
+                     (job.submit_s, job.job_id), uses)
+            jobs[job.job_id], fracs[job.job_id] = job, f
+            movable.append((p.remaining / max(opts[cur][2], 1e-12), p))
+        if len(movable) > MAX_GENES:
+            movable.sort(key=lambda t: (t[0], t[1].job_id))
+            movable = movable[:MAX_GENES // 2] + movable[-MAX_GENES // 2:]
+        plans = [p for _, p in movable]
+        for job in _pending(cluster, s.lookahead):
+            f = fraction_done(None, job, now, hist)
+            opts, _ = _options(job, 0, None, s, gpn, cap, f)
+            if not opts:
+                continue
+            plans.append(Plan(job.job_id, False, False, opts, -1, 1.0 - f, 0.0,
+                              (job.submit_s, job.job_id), {}))
+            jobs[job.job_id] = job
+        actions: list[Action] = []
+        if updates:
+            actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
+                                  why="ones: progress of new runs"))
+        if not plans:
+            return tuple(actions)
+        rng = random.Random(f"{s.seed}:{now!r}")
+        seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
+                            s.crossover_p, s.mutation_p, rng)
+        chosen = best if best[0] > seed[0] * (1.0 + s.min_gain) else seed
+        actions += self._actions(plans, chosen[1], jobs, fracs, now, s, gpn)
+        return tuple(actions)
+
+    @staticmethod
+    def _actions(plans: list[Plan], genes: tuple[int, ...], jobs: dict[str, Job],
+                 fracs: dict[str, float], now: float, s: OnesSettings, gpn: int) -> list[Action]:
+        out: list[Action] = []
+        stopped: dict[str, float] = {}
+        budget = s.max_resizes_per_pass
+        for p, g in zip(plans, genes):
+            job = jobs[p.job_id]
+            held = job.begin_s is not None and job.begin_s > now
+            if g < 0:
+                if p.running:
+                    if budget <= 0:
+                        continue
+                    budget -= 1
+                    stopped[p.job_id] = fracs[p.job_id]
+                    out.append(Action(kind="resize", job_id=p.job_id, policy=NAME, gpus=job.gpus,
+                                      num_nodes=job.num_nodes, why="ones: stopped for the schedule"))
+                    out.append(Action(kind="defer", job_id=p.job_id, policy=NAME,
+                                      begin_s=now + s.hold_s, why="ones: held"))
+                elif not held or job.begin_s < now + s.hold_s / 2:
+                    out.append(Action(kind="defer", job_id=p.job_id, policy=NAME,
+                                      begin_s=now + s.hold_s, why="ones: held"))
+                continue
+            n, batch, rate = p.options[g]
+            queued = job.gpus * job.num_nodes
+            changed = g != p.cur if p.running else (n != queued or
+                                                     (batch is not None and batch != job.batch_size))
+            if changed and budget > 0:
+                budget -= 1
+                per, k = shape(n, gpn)
+                lr = None
+                if batch is not None and job.batch_size:
+                    lr = lr_scale(job.lr_scaling, job.batch_size, batch)
+                out.append(Action(
+                    kind="resize", job_id=p.job_id, policy=NAME, gpus=per,
+                    num_nodes=k, batch_size=batch, lr_scale=lr,
+                    why=f"ones: {len(p.uses) if p.running else queued}->{n} GPUs"
+                        + (f", batch {job.batch_size}->{batch}" if batch != job.batch_size else ""),
+                    predicted={"goodput_per_s": rate}))
+                if p.running:
+                    stopped[p.job_id] = fracs[p.job_id]
+            if held and not p.running:
+                out.append(Action(kind="defer", job_id=p.job_id, policy=NAME, begin_s=now,
+                                  why="ones: starts"))
+        if stopped:
+            out.insert(0, Action(kind="observe", job_id="", policy=NAME,
+                                 predicted={f"ones:f:{j}": f for j, f in stopped.items()},
+                                 why="ones: fraction done of jobs it restarts"))
+        return out

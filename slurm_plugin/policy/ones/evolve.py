@@ -1,0 +1,204 @@
+"""ONES's population of whole-cluster schedules (pure; a seeded ``random.Random`` decides).
+
+A schedule gives each job (a ``Plan``) one of its options (GPU count, batch, predicted
+goodput) or none (-1: queued, or a running job stopped). Its fitness is the predicted cluster
+goodput in jobs per second: the sum over jobs of 1 / (remaining fraction / goodput + restart
+cost when a running job changes); a job without GPUs adds nothing. Every generation:
+crossover (each gene taken from the other parent with ``crossover_p``), mutation (each
+allocation dropped with ``mutation_p``), consolidation (jobs placed in Slurm's priority order,
+best-fit, shrunk or dropped where they do not fit), refill (queued jobs, shortest predicted
+remaining time first, at their smallest option; free GPUs then to the job gaining most goodput
+per added GPU), selection of the fittest ``population``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+
+
+class Plan:
+    """One job as the population sees it."""
+
+    __slots__ = ("job_id", "running", "fixed", "options", "cur", "remaining", "restart_s",
+                 "order", "uses", "scores")
+
+    def __init__(self, job_id: str, running: bool, fixed: bool,
+                 options: list[tuple[int, int | None, float]], cur: int, remaining: float,
+                 restart_s: float, order: tuple, uses: dict[str, int]) -> None:
+        self.job_id, self.running, self.fixed, self.options = job_id, running, fixed, options
+        self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
+        self.order, self.uses = order, uses
+        self.scores = [self._score(i) for i in range(len(options))]
+
+    def _score(self, i: int) -> float:
+        r = self.options[i][2]
+        if r <= 0:
+            return 0.0
+        t = self.remaining / r + (self.restart_s if self.running and i != self.cur else 0.0)
+        return 1.0 / max(t, 1e-9)
+
+    def score(self, i: int) -> float:
+        """This job's share of the fitness with option ``i`` (-1: none)."""
+        return self.scores[i] if i >= 0 else 0.0
+
+
+class Room:
+    """Free GPUs per node with buckets by free count (ordered: deterministic best-fit)."""
+
+    __slots__ = ("free", "buckets", "gpn", "total")
+
+    def __init__(self, free: dict[str, int], gpn: int) -> None:
+        self.free, self.gpn = free, gpn
+        self.total = sum(free.values())
+        self.buckets: list[dict[str, None]] = [{} for _ in range(gpn + 1)]
+        for name, c in free.items():
+            self.buckets[min(c, gpn)][name] = None
+
+    def copy(self) -> "Room":
+        r = Room.__new__(Room)
+        r.free, r.gpn, r.total = dict(self.free), self.gpn, self.total
+        r.buckets = [dict(b) for b in self.buckets]
+        return r
+
+    def _set(self, name: str, c: int) -> None:
+        old = self.free.get(name)
+        if old is not None:
+            del self.buckets[min(old, self.gpn)][name]
+            self.total -= old
+        self.free[name] = c
+        self.total += c
+        self.buckets[min(c, self.gpn)][name] = None
+
+    def release(self, uses: dict[str, int]) -> None:
+        for name, c in uses.items():
+            self._set(name, self.free.get(name, 0) + c)
+
+    def take(self, uses: dict[str, int]) -> bool:
+        if any(self.free.get(name, 0) < c for name, c in uses.items()):
+            return False
+        for name, c in uses.items():
+            self._set(name, self.free[name] - c)
+        return True
+
+    def place(self, n: int) -> dict[str, int] | None:
+        """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
+        gpn = self.gpn
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                if self.buckets[c]:
+                    name = next(iter(self.buckets[c]))
+                    self._set(name, c - n)
+                    return {name: n}
+            return None
+        k = -(-n // gpn)
+        if len(self.buckets[gpn]) < k:
+            return None
+        names = list(self.buckets[gpn])[:k]
+        for name in names:
+            self._set(name, 0)
+        return {name: gpn for name in names}
+
+
+def _where(plans: list[Plan], genes: list[int], room0: Room) -> tuple[list[int], Room, list]:
+    """Consolidate: stopped or changed running jobs give their GPUs back, then changed and
+    queued jobs are placed in priority order, each at its gene or the largest smaller option
+    that fits, else dropped. Returns the genes, the room left and each job's GPUs."""
+    room = room0.copy()
+    genes = list(genes)
+    where: list = [None] * len(plans)
+    for i, p in enumerate(plans):
+        if p.running:
+            if genes[i] == p.cur:
+                where[i] = p.uses
+            else:
+                room.release(p.uses)
+    for i in sorted((i for i, p in enumerate(plans) if genes[i] >= 0 and where[i] is None),
+                    key=lambda i: plans[i].order):
+        p = plans[i]
+        g = genes[i]
+        while g >= 0:
+            got = room.place(p.options[g][0])
+            if got is not None:
+                where[i] = got
+                break
+            g -= 1
+        genes[i] = g
+    return genes, room, where
+
+
+def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> None:
+    """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
+    idle = [i for i, p in enumerate(plans) if genes[i] < 0 and not p.fixed and p.options]
+    idle.sort(key=lambda i: (-plans[i].score(0), plans[i].order))
+    for i in idle:
+        got = room.place(plans[i].options[0][0])
+        if got is not None:
+            genes[i], where[i] = 0, got
+    heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
+
+    def push(i: int) -> None:
+        p, g = plans[i], genes[i]
+        if g < 0 or p.fixed or g + 1 >= len(p.options):
+            return
+        gain = p.scores[g + 1] - p.scores[g]
+        if gain > 0:
+            heapq.heappush(heap, (-gain / max(p.options[g + 1][0] - p.options[g][0], 1), i, g))
+
+    for i in range(len(plans)):
+        push(i)
+    while heap and room.total > 0:
+        _, i, g = heapq.heappop(heap)
+        if genes[i] != g:
+            continue
+        p = plans[i]
+        room.release(where[i])
+        got = room.place(p.options[g + 1][0])
+        if got is None:
+            room.take(where[i])
+            continue
+        genes[i], where[i] = g + 1, got
+        push(i)
+
+
+def fitness(plans: list[Plan], genes: list[int]) -> float:
+    return sum(p.score(g) for p, g in zip(plans, genes))
+
+
+def repair(plans: list[Plan], genes: list[int], room0: Room) -> tuple[float, tuple[int, ...]]:
+    genes, room, where = _where(plans, genes, room0)
+    _refill(plans, genes, room, where)
+    return fitness(plans, genes), tuple(genes)
+
+
+def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross: float,
+           p_mut: float, rng: random.Random) -> tuple[tuple[float, tuple[int, ...]],
+                                                      tuple[float, tuple[int, ...]]]:
+    """(the running schedule refilled, the fittest schedule found), each (fitness, genes)."""
+    free = [i for i, p in enumerate(plans) if not p.fixed]
+
+    def mutate(genes: list[int]) -> list[int]:
+        for i in free:
+            if genes[i] >= 0 and rng.random() < p_mut:
+                genes[i] = -1
+        return genes
+
+    seed = repair(plans, [p.cur for p in plans], room0)
+    pop = {seed[1]: seed}
+    for _ in range(size - 1):
+        c = repair(plans, mutate(list(seed[1])), room0)
+        pop.setdefault(c[1], c)
+    ranked = sorted(pop.values(), key=lambda c: -c[0])[:size]
+    for _ in range(generations):
+        children = []
+        for _ in range(size):
+            a, b = (rng.sample(ranked, 2) if len(ranked) > 1 else (ranked[0], ranked[0]))
+            genes = list(a[1])
+            for i in free:
+                if rng.random() < p_cross:
+                    genes[i] = b[1][i]
+            children.append(repair(plans, mutate(genes), room0))
+        for c in children:
+            pop.setdefault(c[1], c)
+        ranked = sorted({c[1]: c for c in ranked + children}.values(), key=lambda c: -c[0])[:size]
+    return seed, ranked[0]
