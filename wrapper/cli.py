@@ -133,6 +133,11 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
     from .decide import decide  # the policy path, imported only when it runs
     try:
         outcome = decide(cmd, header, text, wb, io.environ, providers, now_s)
+    except WbOptionError as exc:        # a value the cluster cannot hold (--wb-elastic)
+        if cli_wb.elastic is not None and cli_wb.elastic == wb.elastic:
+            io.err.write(f"wattbatch: command line: {exc}\n")
+            return EXIT_WB_USAGE
+        return _fail_open(exc, cmd, plain, script, wrap, wb, io)
     except Exception as exc:                                    # noqa: BLE001 - fail-open
         return _fail_open(exc, cmd, plain, script, wrap, wb, io)
     if outcome.cfg is not None and outcome.unchanged_reason:

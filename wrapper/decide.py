@@ -23,7 +23,7 @@ from . import translate
 from .render import is_shell_script, render, warm_templates
 from .request import build_request, gpu_ask, merge, min_nodes
 from .sbatch_args import CommandLine, ScriptHeader
-from .wb_options import WbSettings
+from .wb_options import WbOptionError, WbSettings
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
@@ -150,6 +150,14 @@ class _Lazy:
         return getattr(self._get(), name)
 
 
+def _check_elastic_range(lo: int, hi: int, cluster_gpus: int) -> None:
+    """``--wb-elastic=MIN-MAX`` against the GPUs the cluster has (the snapshot's nodes): a range
+    it cannot hold is the user's error, said before anything is submitted."""
+    if cluster_gpus and hi > cluster_gpus:
+        raise WbOptionError(f"--wb-elastic={lo}-{hi}: the cluster has {cluster_gpus} GPUs; "
+                            f"give a MAX of at most {cluster_gpus}")
+
+
 def _settings(cfg: Any, name: str) -> dict[str, Any]:
     """The policy's own config section plus the site's sharing facts."""
     settings = dict(cfg.section(name.replace("-", "_")))
@@ -201,6 +209,8 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
         cluster.settle()
         readings.settle()
     policy_ms = (t1 - t0) * 1e3 - cluster.waited_ms - readings.waited_ms
+    if request.max_gpus is not None and cluster.loaded:
+        _check_elastic_range(request.min_gpus or 1, request.max_gpus, cluster.gpu_count)
     site = translate.Site(cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"],
                           cfg["slurm.typed_gpus"], cfg["template.name"])
     ask = gpu_ask(view, min_nodes(view.get("nodes")))

@@ -57,3 +57,19 @@ def test_reconcile_warns_on_a_damaged_journal_and_bad_telemetry(localcluster, tm
     out = json.loads(done.stdout)
     assert out["ran"] and "Traceback" not in done.stderr
     assert any("line 1 skipped" in w and "UnicodeDecodeError" in w for w in out["warnings"])
+
+
+def test_an_elastic_range_the_cluster_cannot_hold_is_refused_before_submission(localcluster):
+    env = {**localcluster.env, "WATTBATCH_SERVER": "0"}
+    argv = [sys.executable, "-m", "wrapper.cli", "--wb-policy=elastic", "--gres=gpu:1", "-t", "1",
+            "--output=/dev/null", "--wrap=true"]
+    done = run([*argv, "--wb-elastic=1-999"], env=env, check=False, timeout_s=60)
+    assert done.returncode == 255 and "the cluster has 16 GPUs" in done.stderr, done.stderr
+    assert done.stdout == ""                                 # nothing submitted
+    for bad in ("4-2", "0-2"):
+        done = run([*argv, f"--wb-elastic={bad}"], env=env, check=False, timeout_s=60)
+        assert done.returncode == 255 and "1 <= MIN <= MAX" in done.stderr, done.stderr
+    # from the environment: one warning, the job goes in unchanged
+    done = run(argv, env={**env, "WATTBATCH_ELASTIC": "1-999"}, check=False, timeout_s=60)
+    assert done.returncode == 0 and "Submitted batch job" in done.stdout
+    assert "warning: --wb-elastic=1-999" in done.stderr, done.stderr
