@@ -197,6 +197,7 @@ class JobRequest:
     max_gpus: int | None = None
     min_batch_size: int | None = None   # --wb-batch-size=MIN-MAX (None: not adjustable)
     max_batch_size: int | None = None
+    lr_scaling: str = ""           # --wb-lr-scaling: linear or sqrt ("" = linear)
     allow_share: bool | None = None   # None: the site default decides
     opt_out: frozenset[str] = frozenset()  # policy actions the user refused: "share", "defer", ...
     submit_s: float = 0.0

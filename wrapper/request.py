@@ -246,6 +246,7 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
     name = view.get("job_name") or default_job_name(script, view.has("wrap"))
     user = _user(environ)
     lo, hi = wb.elastic or (None, None)
+    b_lo, b_hi = wb.batch_size or (None, None)
     limit_s = parse_time_limit_s(limit) if limit else None
     return JobRequest(
         name=name, user=user, gpus=ask.gpus, num_nodes=nodes, gpu_model=ask.model,
@@ -253,5 +254,6 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
         deadline_s=parse_instant_s(deadline, now_s) if deadline else None,
         slack_s=_slack_s(wb, limit_s, now_s),
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,
+        min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=wb.lr_scaling,
         allow_share=wb.share, opt_out=wb.opt_out, submit_s=now_s,
         repeat_key=f"{user}:{name}:{wb.app}")

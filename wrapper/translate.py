@@ -154,6 +154,10 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         tag += f";slack={request.slack_s:.0f}"
     if request.min_gpus is not None and request.max_gpus is not None:
         tag += f";elastic={request.min_gpus}-{request.max_gpus}"
+    if request.min_batch_size is not None and request.max_batch_size is not None:
+        tag += f";batch={request.min_batch_size}-{request.max_batch_size}"
+        if request.lr_scaling:
+            tag += f";lr={request.lr_scaling}"
     user_comment = view.get("comment") or ""
     out.args.append("--comment=" + (f"{user_comment} {tag}" if user_comment else tag))
     _environment(p, request, cluster, site, out, shell_script)

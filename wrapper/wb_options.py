@@ -65,6 +65,23 @@ def _elastic(text: str) -> tuple[int, int]:
     return lo_n, hi_n
 
 
+def _batch(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition("-")
+    try:
+        lo_n, hi_n = int(lo), int(hi if sep else lo)
+    except ValueError:
+        raise ValueError("expected MIN-MAX global batch sizes, e.g. 64-1024") from None
+    if not 1 <= lo_n <= hi_n:
+        raise ValueError("expected 1 <= MIN <= MAX (a range of global batch sizes)")
+    return lo_n, hi_n
+
+
+def _lr_rule(text: str) -> str:
+    if text not in ("linear", "sqrt"):
+        raise ValueError("expected linear or sqrt")
+    return text
+
+
 def _mib(text: str) -> int:
     try:
         value = int(text)
@@ -118,6 +135,10 @@ WB_OPTIONS: tuple[WbOpt, ...] = (
     WbOpt("app", "app", "workload class of the job (e.g. resnet18; see the classes in docs/physics.md), used for predictions", _name),
     WbOpt("elastic", "elastic", "the job runs on MIN-MAX GPUs and checkpoints on SIGTERM/USR1",
           _elastic),
+    WbOpt("batch-size", "batch_size", "the scheduler may set the job's global batch size within "
+          "MIN-MAX (policy ones; the job asks for it with wattbatch-progress)", _batch),
+    WbOpt("lr-scaling", "lr_scaling", "how the job scales its learning rate with a new batch "
+          "size: linear (default) or sqrt", _lr_rule),
     WbOpt("gpu-mem", "gpu_mem_mib", "GPU memory the job needs per GPU, in MiB", _mib),
     WbOpt("slack", "slack_s", "the job may start this much later than now (e.g. 6h), when "
           "the grid is cleaner; marks it deferrable", _duration_s),
@@ -139,6 +160,8 @@ class WbSettings:
     policy: str | None = None
     app: str = ""
     elastic: tuple[int, int] | None = None
+    batch_size: tuple[int, int] | None = None
+    lr_scaling: str = ""
     gpu_mem_mib: int | None = None
     slack_s: float | None = None
     deadline: str | None = None

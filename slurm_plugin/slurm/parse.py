@@ -190,18 +190,28 @@ def recorded_slack(admin_comment: str) -> float | None:
     return _recorded_number(admin_comment, "slack")
 
 
-_ELASTIC = re.compile(r"(?:^|\s)wb:(?:[^\s]*;)?elastic=(\d{1,6})-(\d{1,6})(?:[;\s]|$)")
+def _recorded_range(admin_comment: str, key: str) -> tuple[int, int] | None:
+    m = re.search(r"(?:^|\s)wb:(?:[^\s]*;)?" + key + r"=(\d{1,9})-(\d{1,9})(?:[;\s]|$)",
+                  admin_comment or "")
+    if not m:
+        return None
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return (lo, hi) if 1 <= lo <= hi else None
 
 
 def recorded_elastic(admin_comment: str) -> tuple[int, int] | None:
     """The GPU range (MIN, MAX) job_submit.lua recorded for an elastic job from wattbatch's tag
     (``wb:..;elastic=1-4``, ``--wb-elastic``); None: not elastic, or a range that is not
     1 <= MIN <= MAX."""
-    m = _ELASTIC.search(admin_comment or "")
-    if not m:
-        return None
-    lo, hi = int(m.group(1)), int(m.group(2))
-    return (lo, hi) if 1 <= lo <= hi else None
+    return _recorded_range(admin_comment, "elastic")
+
+
+def recorded_batch(admin_comment: str) -> tuple[tuple[int, int] | None, str]:
+    """The global batch-size range the scheduler may choose from (``wb:..;batch=64-1024``,
+    ``--wb-batch-size``; None: the job's own) and its learning-rate rule (``lr=sqrt``;
+    "" for linear), as job_submit.lua recorded them."""
+    m = re.search(r"(?:^|\s)wb:(?:[^\s]*;)?lr=(linear|sqrt)(?:[;\s]|$)", admin_comment or "")
+    return _recorded_range(admin_comment, "batch"), m.group(1) if m else ""
 
 
 def with_cap(admin_comment: str, cap_w: float | None) -> str:
@@ -387,6 +397,8 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     finished = state not in ACTIVE_STATES
     reason = str(raw.get("state_reason") or "")
     lo, hi = recorded_elastic(admin_comment) or (None, None)
+    batch, lr_rule = recorded_batch(admin_comment)
+    b_lo, b_hi = batch or (None, None)
     return Job(
         job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
         user=str(raw.get("user_name") or ""), partition=str(raw.get("partition") or ""),
@@ -402,7 +414,8 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         exit_code=d.exit_code(raw) if finished else None,
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
         begin_s=_begin_s(raw, d, state), slack_s=recorded_slack(admin_comment),
-        power_cap_w=recorded_cap(admin_comment), min_gpus=lo, max_gpus=hi)
+        power_cap_w=recorded_cap(admin_comment), min_gpus=lo, max_gpus=hi,
+        min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=lr_rule)
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,

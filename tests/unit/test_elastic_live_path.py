@@ -7,7 +7,7 @@ from slurm_plugin.actuate import JobView
 from slurm_plugin.emulated_train import job_gpus
 from slurm_plugin.model import Action, JobRequest, Placement
 from slurm_plugin.record import replace
-from slurm_plugin.slurm.parse import recorded_elastic
+from slurm_plugin.slurm.parse import recorded_batch, recorded_elastic
 
 from test_reconcile import Fixed, Recorder, run
 from test_wrapper_translate import ASK, REQ, _plan
@@ -95,3 +95,10 @@ def test_the_same_count_on_a_later_run_is_another_action(tmp_path):
     assert again.outcomes[0].status == "done", again.outcomes[0].detail
     same = run(tmp_path, Fixed(Action("resize", "7", "fixed", gpus=3, why="shrink", run=3)), act)
     assert same.outcomes[0].status == "skipped"
+
+
+def test_a_batch_range_and_rule_are_read_back_from_admin_comment():
+    assert recorded_batch("wb:uid=1;policy=ones;batch=64-1024;lr=sqrt") == ((64, 1024), "sqrt")
+    assert recorded_batch("wb:uid=1;policy=ones;batch=64-1024") == ((64, 1024), "")
+    assert recorded_batch("wb:uid=1;batch=1024-64;lr=cubic") == (None, "")
+    assert recorded_batch("") == (None, "")

@@ -155,6 +155,17 @@ def test_bad_wattbatch_option_on_the_command_line_exits_255_and_submits_nothing(
     assert rc == 255 and sent is None
     assert err == ("wattbatch: command line: --wb-gpu-mem='abc': expected a positive number "
                    "of MiB\n")
+    for bad, why in (("--wb-batch-size=0-64", "1 <= MIN <= MAX"),
+                     ("--wb-batch-size=512-64", "1 <= MIN <= MAX"),
+                     ("--wb-batch-size=-", "expected MIN-MAX global batch sizes"),
+                     ("--wb-lr-scaling=cubic", "expected linear or sqrt")):
+        rc, _, err, sent, _ = _run(fake, [bad, "job.sh"])
+        assert rc == 255 and sent is None and why in err, (bad, err)
+
+
+def test_a_batch_size_range_goes_into_the_tag(fake):
+    rc, _, _, sent, _ = _run(fake, ["--wb-batch-size=64-1024", "--wb-lr-scaling=sqrt", "job.sh"])
+    assert rc == 0 and "--comment=wb:policy=slurm-default;app=bert;batch=64-1024;lr=sqrt" in sent
 
 
 @pytest.mark.parametrize("env, script_line, named", [
