@@ -54,26 +54,24 @@ def _opt_out(text: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def _elastic(text: str) -> tuple[int, int]:
+def _range(text: str, what: str, example: str) -> tuple[int, int]:
+    """``MIN-MAX`` (or one number) of ``what``, with 1 <= MIN <= MAX."""
     lo, sep, hi = text.partition("-")
     try:
         lo_n, hi_n = int(lo), int(hi if sep else lo)
     except ValueError:
-        raise ValueError("expected MIN-MAX GPUs, e.g. 1-4") from None
+        raise ValueError(f"expected MIN-MAX {what}, e.g. {example}") from None
     if not 1 <= lo_n <= hi_n:
-        raise ValueError("expected 1 <= MIN <= MAX")
+        raise ValueError(f"expected 1 <= MIN <= MAX ({what})")
     return lo_n, hi_n
+
+
+def _elastic(text: str) -> tuple[int, int]:
+    return _range(text, "GPUs", "1-4")
 
 
 def _batch(text: str) -> tuple[int, int]:
-    lo, sep, hi = text.partition("-")
-    try:
-        lo_n, hi_n = int(lo), int(hi if sep else lo)
-    except ValueError:
-        raise ValueError("expected MIN-MAX global batch sizes, e.g. 64-1024") from None
-    if not 1 <= lo_n <= hi_n:
-        raise ValueError("expected 1 <= MIN <= MAX (a range of global batch sizes)")
-    return lo_n, hi_n
+    return _range(text, "global batch sizes", "64-1024")
 
 
 def _lr_rule(text: str) -> str:
