@@ -755,6 +755,8 @@ class Simulator:
             if not self._placement_valid(j, pl) or (
                     new_nodes is not None and not 1 <= new_nodes <= self.spec.nodes):
                 pl, new_nodes = plain_placement(a.policy, req, "invalid action: keeps its size"), None
+            elif new_nodes is None and a.kind == "resize":
+                new_nodes = nodes       # "num_nodes unchanged": the job's count now, not asked
             if not a.nodes and nodes > 1 and a.kind == "move_exclusive":
                 pl = plain_placement(a.policy, req, a.why)
             self._apply_placement(j, pl, new_nodes)

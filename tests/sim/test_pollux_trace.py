@@ -125,3 +125,33 @@ def test_resize_pays_the_restart_cost(tmp_path):
         assert r["actions"] == {"resize": 1} and r["jobs_finished"] == 1
         ends[cost] = r["makespan_s"]
     assert ends[600.0] == pytest.approx(ends[0.0] + 600.0, rel=1e-6)
+
+
+def test_a_resize_without_a_node_count_keeps_the_jobs_nodes_now(tmp_path):
+    """Grown onto 2 nodes, then resized to 3 GPUs per node with num_nodes unsaid: 6 GPUs on
+    2 nodes (the job's node count now), not 3 on the 1 node it asked for at submission."""
+    from slurm_plugin.model import Action
+    from slurm_plugin.policy.baseline import SlurmDefault
+    from slurm_plugin.sim.cluster import ClusterSpec
+    from slurm_plugin.sim.engine import Simulator
+
+    seen = []
+
+    class GrowThenTrim(SlurmDefault):
+        name = "grow-then-trim"
+
+        def reconcile(self, ctx):
+            job = ctx.cluster.jobs.get("a")
+            if job is None or not job.running:
+                return ()
+            seen.append(len(job.uses))
+            if len(seen) == 1:
+                return (Action(kind="resize", job_id="a", policy=self.name, gpus=4, num_nodes=2),)
+            if len(job.uses) == 8:
+                return (Action(kind="resize", job_id="a", policy=self.name, gpus=3),)
+            return ()
+
+    jobs = read_trace(_write(tmp_path / "one.csv", ["a,0,imagenet,4,3200"]), "pollux")
+    spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=300.0, restart_cost_s=0.0)
+    Simulator(jobs, spec, GrowThenTrim()).run()
+    assert seen[:1] == [4] and 8 in seen and seen[-1] == 6, seen
