@@ -1,0 +1,148 @@
+"""The ``elastic`` policy's arithmetic on free GPUs: where a count fits, when enough GPUs free
+by themselves, which running jobs to shrink to admit a queued one, and which to grow. Pure
+functions of a free-GPU map (``node -> free GPUs``, first-fit in name order as Slurm's) and
+the running jobs' ``JobModel``s; ``decide`` turns their answers into actions."""
+
+from __future__ import annotations
+
+from .predict import JobModel, prior_at, shape, sizes
+
+
+def fits(free: dict[str, int], per_node: int, nodes: int) -> list[str] | None:
+    """First-fit nodes (name order, as Slurm's) for ``nodes`` x ``per_node`` GPUs, or None."""
+    out = []
+    for name, f in free.items():
+        if f >= per_node:
+            out.append(name)
+            if len(out) == nodes:
+                return out
+    return None
+
+
+def take(free: dict[str, int], names: list[str], per_node: int) -> None:
+    for name in names:
+        free[name] -= per_node
+
+
+def wait_s(node_ends: dict[str, list[tuple[float, int]]], free: dict[str, int], per: int,
+           k: int, elapsed_s: float = 0.0) -> tuple[float, list[str]] | None:
+    """(seconds until ``k`` nodes have ``per`` GPUs free as running jobs end, those nodes), as
+    Slurm's reservation sees it; None when they never do. ``node_ends``: per node, (remaining
+    seconds, GPUs there) of its running jobs with a known end, ``elapsed_s`` ago; ``free``:
+    GPUs free now."""
+    times = []
+    for name, f in free.items():
+        if f >= per:
+            times.append((0.0, name))
+            continue
+        for rem, c in sorted(node_ends.get(name, ())):
+            f += c
+            if f >= per:
+                times.append((max(0.0, rem - elapsed_s), name))
+                break
+    if len(times) < k:
+        return None
+    times.sort()
+    chosen = times[:k]
+    return chosen[-1][0], [name for _, name in chosen]
+
+
+def release(free: dict[str, int], m: JobModel, new: int, gpn: int) -> None:
+    """``free`` after job ``m`` shrinks to ``new`` GPUs, kept on its first nodes."""
+    p, k = shape(new, gpn)
+    kept = 0
+    for node, c in sorted(m.uses.items()):
+        keep = min(c, p) if kept < k else 0
+        kept += keep > 0
+        free[node] = free.get(node, 0) + c - keep
+
+
+def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> float:
+    """What job ``m`` loses by running on ``new`` GPUs for ``horizon_s`` (the admitted job's
+    run: its GPUs come back then) instead of its count: the slower progress meanwhile, its
+    restart, and a second restart to grow back when it would still be running."""
+    r = max(m.tput(new) / max(m.tput(m.n), 1e-12), 1e-6)     # speed kept
+    if m.remaining_s / r <= horizon_s:          # it ends on the smaller count
+        return m.remaining_s * (1.0 - r) / r + restart_s
+    return horizon_s * (1.0 - r) + 2.0 * restart_s
+
+
+def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int, gpn: int,
+            restart_s: float, horizon_s: float):
+    """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
+    count)]) with ``free`` updated, or None (``free`` then unchanged). Victims: the jobs
+    losing the least throughput per GPU taken (ties: the most recent checkpoint), each to the
+    largest smaller count that makes the job fit, never below its minimum or past its limit."""
+    cands = []
+    for m in movable.values():
+        if m.n <= m.lo:
+            continue
+        smaller = [c for c in sizes(m.lo, m.n - 1, gpn, m.n) if m.within_limit(c, restart_s)]
+        if not smaller:
+            continue
+        new = smaller[-1]
+        per_gpu_loss = (m.tput(m.n) - m.tput(new)) / max(m.tput(m.n), 1e-12) / (m.n - new)
+        cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
+    cands.sort(key=lambda c: c[:4])
+    trial = dict(free)
+    cuts, loss = [], 0.0
+    for _, _, _, _, m, smaller in cands:
+        if fits(trial, per, k) is not None:
+            break
+        chosen = None
+        for new in reversed(smaller):
+            t2 = dict(trial)
+            release(t2, m, new, gpn)
+            if fits(t2, per, k) is not None:
+                chosen = (new, t2)
+                break
+        if chosen is None:
+            t2 = dict(trial)
+            release(t2, m, smaller[0], gpn)
+            chosen = (smaller[0], t2)
+        new, trial = chosen
+        cuts.append((m, new))
+        loss += shrink_loss_s(m, new, horizon_s, restart_s)
+    if fits(trial, per, k) is None:
+        return None
+    free.clear()
+    free.update(trial)
+    return loss, cuts
+
+
+def best_growth(free: dict[str, int], total_free: int, movable: dict[str, JobModel], gpn: int,
+                cap: int, restart_s: float, gain_factor: float, min_efficiency: float):
+    """(score, model, new count, saved_s) of the growth that saves the most time per added GPU,
+    or None: each added GPU must add ``min_efficiency`` of one GPU's throughput and the time
+    saved exceed ``gain_factor`` x the restart cost; the new count must fit (the job's own GPUs
+    count as free) and its run end within the job's time limit."""
+    best = None
+    for m in movable.values():
+        if m.n >= m.hi:
+            continue
+        base = m.tput(m.n)
+        per_gpu1 = base / max(prior_at(m.prior, m.n), 1e-12)     # one GPU's throughput
+        own = None
+        for new in sizes(m.n + 1, m.hi, gpn, cap):
+            if new - m.n > total_free:
+                break
+            gain = m.tput(new) - base
+            if gain < min_efficiency * per_gpu1 * (new - m.n):
+                continue
+            saved = m.saved_s(new, restart_s)
+            if saved <= gain_factor * restart_s:
+                continue
+            score = saved / (new - m.n)
+            if best is not None and score <= best[0]:
+                continue
+            if not m.within_limit(new, restart_s):
+                continue
+            if own is None:
+                own = dict(free)
+                for node, c in m.uses.items():
+                    own[node] = own.get(node, 0) + c
+            p, k = shape(new, gpn)
+            if fits(own, p, k) is None:
+                continue
+            best = (score, m, new, saved)
+    return best
