@@ -27,6 +27,8 @@ by its class's prior; of a running one: its measured remaining time (``observe``
 
 from __future__ import annotations
 
+from collections import ChainMap
+
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
 from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
@@ -154,6 +156,10 @@ class Elastic:
         self._quiet: tuple | None = None
         # (time, per node the remaining times of its jobs) of the last pass: advise's wait
         self._ends: tuple[float, dict] | None = None
+        # per running job: [its view, GPUs, GPUs per node, elastic range, model, read at]; a
+        # model is read again after ``min_interval_s`` (no count changes faster) or a restart,
+        # meanwhile its remaining time counts down
+        self._jobs: dict[str, list] = {}
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         ends = None if self._ends is None else (self._ends[1], ctx.now_s - self._ends[0])
@@ -200,7 +206,7 @@ class Elastic:
     def _observe(self, ctx: Context, s: ElasticSettings, cap: int):
         """Running jobs (from the GPUs that hold them: a pass costs the cluster's size, not the
         queue's length), the models of the elastic ones with usable progress, the history
-        updates, and per node (remaining_s, 1) for each GPU of a running job with a known end
+        updates, and per node (remaining_s, GPUs there) of each running job with a known end
         (measured for the modelled ones, else Slurm's: start + time limit)."""
         cluster, now, hist = ctx.cluster, ctx.now_s, ctx.history
         progress = ctx.readings.progress
@@ -210,6 +216,7 @@ class Elastic:
         running: list[tuple[Job, int]] = []
         ends: dict[str, list[tuple[float, int]]] = {}
         seen: set[str] = set()
+        cache, kept = self._jobs, {}
         for node in cluster.nodes:
             for jid in _node_facts(node)[1]:
                 if jid in seen:
@@ -218,9 +225,24 @@ class Elastic:
                 job = jobs.get(jid)
                 if job is None or not job.running or job.shards:
                     continue
-                n = len(job.uses) or job.gpus * job.num_nodes
+                c = cache.get(jid)
+                if c is None or c[0] is not job:        # a new run: its GPUs per node
+                    uses: dict[str, int] = {}
+                    for u in job.uses:
+                        uses[u.node] = uses.get(u.node, 0) + 1
+                    n = len(job.uses) or job.gpus * job.num_nodes
+                    c = [job, n, uses, _elastic_range(job.min_gpus, job.max_gpus), None, 0.0]
+                kept[jid] = c
+                n = c[1]
                 running.append((job, n))
-                model = self._model(job, n, progress, hist, now, s, cap, updates)
+                model = None
+                if c[3] is not None:
+                    if c[4] is not None and now - c[5] < s.min_interval_s:
+                        model = c[4].aged(now - c[5])
+                    else:
+                        model = self._model(job, n, c[2], c[3], progress, hist, now, s, cap,
+                                            updates)
+                        c[4], c[5] = model, now
                 if model is not None:
                     models.append(model)
                     rem = model.remaining_s
@@ -228,29 +250,25 @@ class Elastic:
                     rem = max(0.0, job.start_s + job.time_limit_s - now)
                 else:
                     continue
-                for u in job.uses:
-                    ends.setdefault(u.node, []).append((rem, 1))
+                for name, k in c[2].items():
+                    ends.setdefault(name, []).append((rem, k))
+        self._jobs = kept
         return running, models, updates, ends
 
     @staticmethod
-    def _model(job: Job, n: int, progress, hist, now: float, s: ElasticSettings, cap: int,
+    def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
+               now: float, s: ElasticSettings, cap: int,
                updates: dict[str, float]) -> JobModel | None:
-        rng = _elastic_range(job.min_gpus, job.max_gpus)
-        if rng is None:
-            return None             # not elastic: never resized
         p = progress.get(job.job_id)
         x = usable_rate(p, job, n, now, s, hist)
         if x is None:
             return None             # no usable progress: keeps its count
         upd = run_updates(p, job, n, x, hist)
         updates.update(upd)
-        view = {**hist, **upd} if upd else hist
+        view = ChainMap(upd, hist) if upd else hist
         rem = remaining_s(p, job, now, view)
         if rem is None:
             return None
-        uses: dict[str, int] = {}
-        for u in job.uses:
-            uses[u.node] = uses.get(u.node, 0) + 1
         return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
                         int(view.get(f"elastic:pn:{job.job_id}", 0)),
                         view.get(f"elastic:px:{job.job_id}", 0.0), epoch_fraction(p),
@@ -305,7 +323,8 @@ class Elastic:
                 est, horizon = None, job.time_limit_s or (wait or 0.0)
             trial = dict(free)
             plan = None
-            if budget > 0:
+            # a shrink costs at least a restart: looked for only when waiting costs more
+            if budget > 0 and (wait is None or wait * (1 + behind) > restart * s.gain_factor):
                 plan = victims(trial, movable, per, k, gpn, restart, horizon)
                 if plan is not None and len(plan[1]) > budget:
                     plan = None

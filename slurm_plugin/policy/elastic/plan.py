@@ -49,12 +49,21 @@ def wait_s(node_ends: dict[str, list[tuple[float, int]]], free: dict[str, int], 
 
 def release(free: dict[str, int], m: JobModel, new: int, gpn: int) -> None:
     """``free`` after job ``m`` shrinks to ``new`` GPUs, kept on its first nodes."""
+    for node, c in freed(m, new, gpn).items():
+        free[node] = free.get(node, 0) + c
+
+
+def freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
+    """GPUs job ``m`` frees per node when it shrinks to ``new``, kept on its first nodes."""
     p, k = shape(new, gpn)
     kept = 0
+    out = {}
     for node, c in sorted(m.uses.items()):
         keep = min(c, p) if kept < k else 0
         kept += keep > 0
-        free[node] = free.get(node, 0) + c - keep
+        if c > keep:
+            out[node] = c - keep
+    return out
 
 
 def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> float:
@@ -72,38 +81,50 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
     """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
     count)]) with ``free`` updated, or None (``free`` then unchanged). Victims: the jobs
     losing the least throughput per GPU taken (ties: the most recent checkpoint), each to the
-    largest smaller count that makes the job fit, never below its minimum or past its limit."""
+    largest smaller count that makes the job fit (else its smallest), never below its minimum
+    or past its time limit."""
     cands = []
+    room = sum(free.values())
     for m in movable.values():
         if m.n <= m.lo:
             continue
-        smaller = [c for c in sizes(m.lo, m.n - 1, gpn, m.n) if m.within_limit(c, restart_s)]
+        smaller = sizes(m.lo, m.n - 1, gpn, m.n)
         if not smaller:
             continue
         new = smaller[-1]
-        per_gpu_loss = (m.tput(m.n) - m.tput(new)) / max(m.tput(m.n), 1e-12) / (m.n - new)
+        base = m.tput(m.n)
+        per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (m.n - new)
         cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
+        room += m.n - smaller[0]
+    if room < per * k:
+        return None             # not even every job on its minimum makes room
     cands.sort(key=lambda c: c[:4])
     trial = dict(free)
+    ok = sum(1 for f in trial.values() if f >= per)      # nodes that hold ``per`` now
     cuts, loss = [], 0.0
     for _, _, _, _, m, smaller in cands:
-        if fits(trial, per, k) is not None:
+        if ok >= k:
             break
         chosen = None
         for new in reversed(smaller):
-            t2 = dict(trial)
-            release(t2, m, new, gpn)
-            if fits(t2, per, k) is not None:
-                chosen = (new, t2)
+            if not m.within_limit(new, restart_s):
+                break           # fewer GPUs are slower still
+            extra = freed(m, new, gpn)
+            gained = sum(1 for node, c in extra.items()
+                         if node in trial and trial[node] < per <= trial[node] + c)
+            chosen = (new, extra, gained)
+            if ok + gained >= k:
                 break
         if chosen is None:
-            t2 = dict(trial)
-            release(t2, m, smaller[0], gpn)
-            chosen = (smaller[0], t2)
-        new, trial = chosen
+            continue
+        new, extra, gained = chosen
+        for node, c in extra.items():
+            if node in trial:
+                trial[node] += c
+        ok += gained
         cuts.append((m, new))
         loss += shrink_loss_s(m, new, horizon_s, restart_s)
-    if fits(trial, per, k) is None:
+    if ok < k:
         return None
     free.clear()
     free.update(trial)

@@ -62,6 +62,12 @@ class JobModel:
         self.submit_s = submit_s
         self.limit_s = limit_s          # Slurm's time limit of a run (a requeue restarts it)
 
+    def aged(self, dt_s: float) -> "JobModel":
+        """The same model ``dt_s`` later on the same count: its remaining time counted down."""
+        return JobModel(self.job_id, self.n, self.lo, self.hi, self.prior, self.x_cur,
+                        max(0.0, self.remaining_s - dt_s), self.uses, self.n_prev, self.x_prev,
+                        self.ckpt_age_s, self.submit_s, self.limit_s)
+
     def within_limit(self, m: int, restart_s: float) -> bool:
         """A run on ``m`` GPUs from now would end within the job's time limit (10% margin)."""
         return self.limit_s is None or self.remaining_at(m) + restart_s <= 0.9 * self.limit_s
