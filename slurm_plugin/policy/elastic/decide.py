@@ -28,6 +28,7 @@ by its class's prior; of a running one: its measured remaining time (``observe``
 from __future__ import annotations
 
 from collections import ChainMap
+from itertools import islice
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
@@ -52,15 +53,15 @@ def _geometry(cluster: Cluster) -> tuple[int, int]:
     return g[1], g[2]
 
 
-_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids on it)
+_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
 
 
 def _node_facts(node) -> tuple:
-    """(free GPUs, ids of exclusive jobs) of a node view, cached on the view object (the
-    simulator hands in the same object while a node is unchanged)."""
+    """(free GPUs, ids of exclusive jobs, available) of a node view, cached on the view object
+    (the simulator hands in the same object while a node is unchanged)."""
     c = _NODE_CACHE.get(node.name)
     if c is not None and c[0] is node:
-        return c[1], c[2]
+        return c[1], c[2], c[3]
     free = 0
     ids = []
     for g in node.gpus:
@@ -70,12 +71,27 @@ def _node_facts(node) -> tuple:
             ids.append(g.exclusive_job)
     if len(_NODE_CACHE) > 100_000:
         _NODE_CACHE.clear()
-    _NODE_CACHE[node.name] = (node, free, ids)
-    return free, ids
+    avail = node.available
+    _NODE_CACHE[node.name] = (node, free, ids, avail)
+    return free, ids, avail
 
 
 def _free_map(cluster: Cluster) -> dict[str, int]:
-    return {n.name: _node_facts(n)[0] for n in cluster.nodes if n.available}
+    out = {}
+    for n in cluster.nodes:
+        f, _, avail = _node_facts(n)
+        if avail:
+            out[n.name] = f
+    return out
+
+
+def _node_ends(ends: list[tuple[dict[str, int], float]]) -> dict[str, list[tuple[float, int]]]:
+    """Per node, (remaining_s, GPUs there) of its running jobs."""
+    out: dict[str, list[tuple[float, int]]] = {}
+    for uses, rem in ends:
+        for name, c in uses.items():
+            out.setdefault(name, []).append((rem, c))
+    return out
 
 
 def _elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
@@ -107,13 +123,16 @@ def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bo
     cluster = ctx.cluster
     gpn, cap = _geometry(cluster)
     want = max(lo, min(req.total_gpus, hi))
-    options = sizes(lo, min(want, hi), gpn, cap)
+    options = list(sizes(lo, min(want, hi), gpn, cap))
     if not options:
         return plain_placement(name, req, "elastic: no allowed count fits the cluster")
     choice = options[0] if queue_at_min else options[-1]
     why = "queued: at its minimum" if queue_at_min else "queued: as asked"
     if cluster.pending_at_least(1) == 0:
         free = _free_map(cluster)
+        if lo <= req.total_gpus <= hi and fits(free, req.gpus, req.num_nodes) is not None:
+            return Placement(policy=name, gpus=req.gpus,
+                             why=("elastic: starts now as asked",))    # its own shape
         for m in reversed(options):
             p, k = shape(m, gpn)
             if fits(free, p, k) is None:
@@ -154,15 +173,20 @@ class Elastic:
         # the last pass that decided nothing: (nodes_version, pending count, when the next
         # job's hysteresis ends); a pass with all three unchanged decides nothing either
         self._quiet: tuple | None = None
-        # (time, per node the remaining times of its jobs) of the last pass: advise's wait
-        self._ends: tuple[float, dict] | None = None
+        # [time, (GPUs per node, remaining_s) of running jobs, the same per node] of the last
+        # pass: advise's wait estimate
+        self._ends: list | None = None
         # per running job: [its view, GPUs, GPUs per node, elastic range, model, read at]; a
-        # model is read again after ``min_interval_s`` (no count changes faster) or a restart,
-        # meanwhile its remaining time counts down
+        # model is read again once its reading would be stale (``stale_s``) or after a
+        # restart, meanwhile its remaining time counts down
         self._jobs: dict[str, list] = {}
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        ends = None if self._ends is None else (self._ends[1], ctx.now_s - self._ends[0])
+        ends = None
+        if self._ends is not None:
+            if self._ends[2] is None:
+                self._ends[2] = _node_ends(self._ends[1])
+            ends = (self._ends[2], ctx.now_s - self._ends[0])
         return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends)
 
     # ------------------------------------------------------------------ reconcile
@@ -174,16 +198,18 @@ class Elastic:
                 and q[1] == cluster.pending_count and now < q[2]:
             return ()
         gpn, cap = _geometry(cluster)
+        free = _free_map(cluster)
+        if cluster.pending_count == 0 and not any(free.values()):
+            return ()       # nothing to admit, nothing to grow into: nothing to read
         running, models, updates, ends = self._observe(ctx, s, cap)
-        self._ends = (now, ends)
+        self._ends = [now, ends, None]
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
                                   why="elastic: progress per GPU count"))
         pending = self._pending(cluster)
-        if not models and not pending:
+        if not models and not pending[1]:
             return tuple(actions)
-        free = _free_map(cluster)
         movable = {m.job_id: m for m in models
                    if (jb := cluster.jobs[m.job_id]).start_s is None
                    or now - jb.start_s >= s.min_interval_s}
@@ -206,7 +232,7 @@ class Elastic:
     def _observe(self, ctx: Context, s: ElasticSettings, cap: int):
         """Running jobs (from the GPUs that hold them: a pass costs the cluster's size, not the
         queue's length), the models of the elastic ones with usable progress, the history
-        updates, and per node (remaining_s, GPUs there) of each running job with a known end
+        updates, and (GPUs per node, remaining_s) of each running job with a known end
         (measured for the modelled ones, else Slurm's: start + time limit)."""
         cluster, now, hist = ctx.cluster, ctx.now_s, ctx.history
         progress = ctx.readings.progress
@@ -214,7 +240,7 @@ class Elastic:
         updates: dict[str, float] = {}
         models: list[JobModel] = []
         running: list[tuple[Job, int]] = []
-        ends: dict[str, list[tuple[float, int]]] = {}
+        ends: list[tuple[dict[str, int], float]] = []
         seen: set[str] = set()
         cache, kept = self._jobs, {}
         for node in cluster.nodes:
@@ -237,7 +263,7 @@ class Elastic:
                 running.append((job, n))
                 model = None
                 if c[3] is not None:
-                    if c[4] is not None and now - c[5] < s.min_interval_s:
+                    if c[4] is not None and now - c[5] < s.stale_s:
                         model = c[4].aged(now - c[5])
                     else:
                         model = self._model(job, n, c[2], c[3], progress, hist, now, s, cap,
@@ -250,8 +276,7 @@ class Elastic:
                     rem = max(0.0, job.start_s + job.time_limit_s - now)
                 else:
                     continue
-                for name, k in c[2].items():
-                    ends.setdefault(name, []).append((rem, k))
+                ends.append((c[2], rem))
         self._jobs = kept
         return running, models, updates, ends
 
@@ -275,36 +300,29 @@ class Elastic:
                         job.submit_s, job.time_limit_s)
 
     @staticmethod
-    def _pending(cluster: Cluster) -> list[Job]:
-        """The first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id).
-        With a pending count (the simulator keeps one, its mapping in submission order), the
-        scan stops once it has them and has passed every running job."""
+    def _pending(cluster: Cluster):
+        """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id),
+        how many). With a pending count (the simulator keeps one, its mapping in submission
+        order), they are read lazily: admission stops at the first job left waiting."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
-            return []
-        out: list[Job] = []
+            return iter(()), 0
         if cluster.pending_count is not None:
-            busy = sum(len(n.gpus) - _node_facts(n)[0] for n in cluster.nodes)
-            passed = 0
-            for job in jobs.values():
-                if job.pending:
-                    out.append(job)
-                    if len(out) >= ADMIT_LOOKAHEAD and passed >= busy:
-                        break
-                else:
-                    passed += len(job.uses) or 1
-        else:
-            out = [j for j in jobs.values() if j.pending]
-        out.sort(key=lambda j: (j.submit_s, j.job_id))
-        return out[:ADMIT_LOOKAHEAD]
+            n = min(cluster.pending_count, ADMIT_LOOKAHEAD)
+            return islice((j for j in jobs.values() if j.pending), n), n
+        out = sorted((j for j in jobs.values() if j.pending),
+                     key=lambda j: (j.submit_s, j.job_id))[:ADMIT_LOOKAHEAD]
+        return iter(out), len(out)
 
     def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster):
         """Pending jobs in priority order; the nodes kept for the first one left waiting (None:
         none waits)."""
         budget = s.max_resizes_per_pass
         restart = s.restart_cost_s
-        for i, job in enumerate(pending):
-            behind = len(pending) - i - 1
+        jobs_in, count = pending
+        node_ends = None
+        for i, job in enumerate(jobs_in):
+            behind = count - i - 1
             if job.begin_s is not None and job.begin_s > cluster.taken_s:
                 continue
             per, k = (job.gpus, job.num_nodes) if not job.shards else (1, 1)
@@ -313,7 +331,9 @@ class Elastic:
                 take(free, names, per)
                 continue
             queued = per * k
-            got = wait_s(ends, free, per, k)
+            if node_ends is None:
+                node_ends = _node_ends(ends)
+            got = wait_s(node_ends, free, per, k)
             wait, reserved = got if got is not None else (None, [])
             rng = _elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
             if rng is not None:

@@ -83,21 +83,26 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
     losing the least throughput per GPU taken (ties: the most recent checkpoint), each to the
     largest smaller count that makes the job fit (else its smallest), never below its minimum
     or past its time limit."""
-    cands = []
-    room = sum(free.values())
+    room = dict(free)           # per node: free now plus what every job frees on its minimum
+    shrinkable = []
     for m in movable.values():
         if m.n <= m.lo:
             continue
         smaller = sizes(m.lo, m.n - 1, gpn, m.n)
         if not smaller:
             continue
+        shrinkable.append((m, smaller))
+        for node, c in freed(m, smaller[0], gpn).items():
+            if node in room:
+                room[node] += c
+    if sum(1 for f in room.values() if f >= per) < k:
+        return None             # not even every job on its minimum makes room
+    cands = []
+    for m, smaller in shrinkable:
         new = smaller[-1]
         base = m.tput(m.n)
         per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (m.n - new)
         cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
-        room += m.n - smaller[0]
-    if room < per * k:
-        return None             # not even every job on its minimum makes room
     cands.sort(key=lambda c: c[:4])
     trial = dict(free)
     ok = sum(1 for f in trial.values() if f >= per)      # nodes that hold ``per`` now

@@ -15,12 +15,13 @@ def shape(total: int, gpn: int) -> tuple[int, int]:
     return gpn, -(-total // gpn)
 
 
-def sizes(lo: int, hi: int, gpn: int, cap: int) -> list[int]:
+@lru_cache(maxsize=4096)
+def sizes(lo: int, hi: int, gpn: int, cap: int) -> tuple[int, ...]:
     """The GPU counts a job may run on: ``lo..hi`` within the cluster (``cap`` GPUs), one node
     (any count up to ``gpn``) or whole nodes (multiples of ``gpn``): the shapes Slurm can give
     as ``-N k --gres=gpu:p``."""
     hi = min(hi, cap)
-    return [n for n in range(max(1, lo), hi + 1) if n <= gpn or n % gpn == 0]
+    return tuple(n for n in range(max(1, lo), hi + 1) if n <= gpn or n % gpn == 0)
 
 
 @lru_cache(maxsize=256)
