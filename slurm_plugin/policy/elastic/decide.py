@@ -27,15 +27,14 @@ by its class's prior; of a running one: its measured remaining time (``observe``
 
 from __future__ import annotations
 
-from collections import ChainMap
 from itertools import islice
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
 from .plan import best_growth, fits, take, victims, wait_s
-from .predict import JobModel, prior, prior_at, shape, sizes
-from .settings import ElasticSettings, parse_settings
+from .predict import prior, prior_at, shape, sizes
+from .settings import parse_settings
+from .track import Tracker, elastic_range, node_facts
 
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
@@ -53,52 +52,13 @@ def _geometry(cluster: Cluster) -> tuple[int, int]:
     return g[1], g[2]
 
 
-_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
-
-
-def _node_facts(node) -> tuple:
-    """(free GPUs, ids of exclusive jobs, available) of a node view, cached on the view object
-    (the simulator hands in the same object while a node is unchanged)."""
-    c = _NODE_CACHE.get(node.name)
-    if c is not None and c[0] is node:
-        return c[1], c[2], c[3]
-    free = 0
-    ids = []
-    for g in node.gpus:
-        if g.is_free:
-            free += 1
-        elif g.exclusive_job is not None and g.exclusive_job not in ids:
-            ids.append(g.exclusive_job)
-    if len(_NODE_CACHE) > 100_000:
-        _NODE_CACHE.clear()
-    avail = node.available
-    _NODE_CACHE[node.name] = (node, free, ids, avail)
-    return free, ids, avail
-
-
 def _free_map(cluster: Cluster) -> dict[str, int]:
     out = {}
     for n in cluster.nodes:
-        f, _, avail = _node_facts(n)
+        f, _, avail = node_facts(n)
         if avail:
             out[n.name] = f
     return out
-
-
-def _node_ends(ends: list[tuple[dict[str, int], float]]) -> dict[str, list[tuple[float, int]]]:
-    """Per node, (remaining_s, GPUs there) of its running jobs."""
-    out: dict[str, list[tuple[float, int]]] = {}
-    for uses, rem in ends:
-        for name, c in uses.items():
-            out.setdefault(name, []).append((rem, c))
-    return out
-
-
-def _elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
-    if lo is None or hi is None:
-        return None
-    lo, hi = max(1, lo), max(1, hi)
-    return (lo, hi) if hi > lo else None
 
 
 def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | None:
@@ -113,10 +73,10 @@ def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | 
 def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bool = True,
                       ends: tuple[dict, float] | None = None) -> Placement:
     """Start now on the largest allowed count up to the request that fits, at least the
-    minimum (with ``ends``, per node the remaining times of running jobs and how long ago they
-    were measured, only when that run ends
+    minimum (with ``ends``, per node when its running jobs are expected to end, and now, only
+    when that run ends
     before a wait for the request would); behind a queue, the minimum or as asked."""
-    rng = _elastic_range(req.min_gpus, req.max_gpus)
+    rng = elastic_range(req.min_gpus, req.max_gpus)
     if rng is None or req.total_gpus < 1:
         return plain_placement(name, req, "not elastic: unchanged")
     lo, hi = rng
@@ -154,7 +114,7 @@ def _start_small(req: JobRequest, lo: int, m: int, q: int, gpn: int, ends, free)
     """A run on ``m`` GPUs now ends before waiting for ``q`` would (True when unknown)."""
     now_s = run_estimate_s(req.time_limit_s, req.app, lo, m)
     later = run_estimate_s(req.time_limit_s, req.app, lo, q)
-    got = wait_s(ends[0], free, *shape(q, gpn), elapsed_s=ends[1])
+    got = wait_s(ends[0], free, *shape(q, gpn), ends[1])
     if now_s is None or later is None or got is None:
         return True
     return now_s <= got[0] + later
@@ -173,20 +133,10 @@ class Elastic:
         # the last pass that decided nothing: (nodes_version, pending count, when the next
         # job's hysteresis ends); a pass with all three unchanged decides nothing either
         self._quiet: tuple | None = None
-        # [time, (GPUs per node, remaining_s) of running jobs, the same per node] of the last
-        # pass: advise's wait estimate
-        self._ends: list | None = None
-        # per running job: [its view, GPUs, GPUs per node, elastic range, model, read at]; a
-        # model is read again once its reading would be stale (``stale_s``) or after a
-        # restart, meanwhile its remaining time counts down
-        self._jobs: dict[str, list] = {}
+        self._track = Tracker()     # running jobs and their models, from pass to pass
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        ends = None
-        if self._ends is not None:
-            if self._ends[2] is None:
-                self._ends[2] = _node_ends(self._ends[1])
-            ends = (self._ends[2], ctx.now_s - self._ends[0])
+        ends = (self._track.node_ends, ctx.now_s) if self._track.seen else None
         return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends)
 
     # ------------------------------------------------------------------ reconcile
@@ -201,8 +151,8 @@ class Elastic:
         free = _free_map(cluster)
         if cluster.pending_count == 0 and not any(free.values()):
             return ()       # nothing to admit, nothing to grow into: nothing to read
-        running, models, updates, ends = self._observe(ctx, s, cap)
-        self._ends = [now, ends, None]
+        models, updates = self._track.update(ctx, s, cap)
+        ends = self._track.node_ends
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
@@ -221,83 +171,13 @@ class Elastic:
         if budget > 0:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
-            expiry = min((jb.start_s + s.min_interval_s for jb, _ in running
+            expiry = min((jb.start_s + s.min_interval_s for jb, _ in self._track.running()
                           if jb.start_s is not None and jb.start_s + s.min_interval_s > now),
                          default=float("inf"))
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
             self._quiet = None
         return tuple(actions)
-
-    def _observe(self, ctx: Context, s: ElasticSettings, cap: int):
-        """Running jobs (from the GPUs that hold them: a pass costs the cluster's size, not the
-        queue's length), the models of the elastic ones with usable progress, the history
-        updates, and (GPUs per node, remaining_s) of each running job with a known end
-        (measured for the modelled ones, else Slurm's: start + time limit)."""
-        cluster, now, hist = ctx.cluster, ctx.now_s, ctx.history
-        progress = ctx.readings.progress
-        jobs = cluster.jobs
-        updates: dict[str, float] = {}
-        models: list[JobModel] = []
-        running: list[tuple[Job, int]] = []
-        ends: list[tuple[dict[str, int], float]] = []
-        seen: set[str] = set()
-        cache, kept = self._jobs, {}
-        for node in cluster.nodes:
-            for jid in _node_facts(node)[1]:
-                if jid in seen:
-                    continue
-                seen.add(jid)
-                job = jobs.get(jid)
-                if job is None or not job.running or job.shards:
-                    continue
-                c = cache.get(jid)
-                if c is None or c[0] is not job:        # a new run: its GPUs per node
-                    uses: dict[str, int] = {}
-                    for u in job.uses:
-                        uses[u.node] = uses.get(u.node, 0) + 1
-                    n = len(job.uses) or job.gpus * job.num_nodes
-                    c = [job, n, uses, _elastic_range(job.min_gpus, job.max_gpus), None, 0.0]
-                kept[jid] = c
-                n = c[1]
-                running.append((job, n))
-                model = None
-                if c[3] is not None:
-                    if c[4] is not None and now - c[5] < s.stale_s:
-                        model = c[4].aged(now - c[5])
-                    else:
-                        model = self._model(job, n, c[2], c[3], progress, hist, now, s, cap,
-                                            updates)
-                        c[4], c[5] = model, now
-                if model is not None:
-                    models.append(model)
-                    rem = model.remaining_s
-                elif job.start_s is not None and job.time_limit_s:
-                    rem = max(0.0, job.start_s + job.time_limit_s - now)
-                else:
-                    continue
-                ends.append((c[2], rem))
-        self._jobs = kept
-        return running, models, updates, ends
-
-    @staticmethod
-    def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
-               now: float, s: ElasticSettings, cap: int,
-               updates: dict[str, float]) -> JobModel | None:
-        p = progress.get(job.job_id)
-        x = usable_rate(p, job, n, now, s, hist)
-        if x is None:
-            return None             # no usable progress: keeps its count
-        upd = run_updates(p, job, n, x, hist)
-        updates.update(upd)
-        view = ChainMap(upd, hist) if upd else hist
-        rem = remaining_s(p, job, now, view)
-        if rem is None:
-            return None
-        return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
-                        int(view.get(f"elastic:pn:{job.job_id}", 0)),
-                        view.get(f"elastic:px:{job.job_id}", 0.0), epoch_fraction(p),
-                        job.submit_s, job.time_limit_s)
 
     @staticmethod
     def _pending(cluster: Cluster):
@@ -320,7 +200,6 @@ class Elastic:
         budget = s.max_resizes_per_pass
         restart = s.restart_cost_s
         jobs_in, count = pending
-        node_ends = None
         for i, job in enumerate(jobs_in):
             behind = count - i - 1
             if job.begin_s is not None and job.begin_s > cluster.taken_s:
@@ -331,11 +210,9 @@ class Elastic:
                 take(free, names, per)
                 continue
             queued = per * k
-            if node_ends is None:
-                node_ends = _node_ends(ends)
-            got = wait_s(node_ends, free, per, k)
+            got = wait_s(ends, free, per, k, cluster.taken_s)
             wait, reserved = got if got is not None else (None, [])
-            rng = _elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
+            rng = elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
             if rng is not None:
                 est = run_estimate_s(job.time_limit_s, job.app, rng[0], queued)
                 horizon = est if est is not None else (wait or 0.0)

@@ -24,21 +24,23 @@ def take(free: dict[str, int], names: list[str], per_node: int) -> None:
         free[name] -= per_node
 
 
-def wait_s(node_ends: dict[str, list[tuple[float, int]]], free: dict[str, int], per: int,
-           k: int, elapsed_s: float = 0.0) -> tuple[float, list[str]] | None:
+def wait_s(node_ends: dict[str, dict[str, tuple[float, int]]], free: dict[str, int], per: int,
+           k: int, now_s: float) -> tuple[float, list[str]] | None:
     """(seconds until ``k`` nodes have ``per`` GPUs free as running jobs end, those nodes), as
-    Slurm's reservation sees it; None when they never do. ``node_ends``: per node, (remaining
-    seconds, GPUs there) of its running jobs with a known end, ``elapsed_s`` ago; ``free``:
-    GPUs free now."""
+    Slurm's reservation sees it; None when they never do. ``node_ends``: per node, job ->
+    (expected end, GPUs there) of its running jobs with a known end; ``free``: GPUs free now."""
     times = []
     for name, f in free.items():
         if f >= per:
             times.append((0.0, name))
             continue
-        for rem, c in sorted(node_ends.get(name, ())):
+        here = node_ends.get(name)
+        if not here:
+            continue
+        for end, c in sorted(here.values()):
             f += c
             if f >= per:
-                times.append((max(0.0, rem - elapsed_s), name))
+                times.append((max(0.0, end - now_s), name))
                 break
     if len(times) < k:
         return None

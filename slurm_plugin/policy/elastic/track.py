@@ -1,0 +1,168 @@
+"""The running jobs as the ``elastic`` policy follows them from pass to pass: which jobs hold
+GPUs, the model of each elastic one, and when each is expected to end per node. A pass costs
+the nodes that changed since the last one (the simulator's ``nodes_log``; without it, every
+node) and one step per running job; a job's progress is read again only once its model is
+as old as a reading may be (``stale_s``, or an eighth of its remaining time when that is
+longer) or when it restarts."""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+from ...model import Job
+from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
+from .predict import JobModel, prior
+from .settings import ElasticSettings
+
+_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
+
+
+def node_facts(node) -> tuple:
+    """(free GPUs, ids of exclusive jobs, available) of a node view, cached on the view object
+    (the simulator hands in the same object while a node is unchanged)."""
+    c = _NODE_CACHE.get(node.name)
+    if c is not None and c[0] is node:
+        return c[1], c[2], c[3]
+    free = 0
+    ids = []
+    for g in node.gpus:
+        if g.is_free:
+            free += 1
+        elif g.exclusive_job is not None and g.exclusive_job not in ids:
+            ids.append(g.exclusive_job)
+    if len(_NODE_CACHE) > 100_000:
+        _NODE_CACHE.clear()
+    avail = node.available
+    _NODE_CACHE[node.name] = (node, free, tuple(ids), avail)
+    return free, tuple(ids), avail
+
+
+def elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
+    if lo is None or hi is None:
+        return None
+    lo, hi = max(1, lo), max(1, hi)
+    return (lo, hi) if hi > lo else None
+
+
+class Tracker:
+    def __init__(self) -> None:
+        self.version: int | None = None          # nodes_version of the last pass
+        self.seen = False                         # a pass has run
+        self.node_ids: dict[str, tuple[str, ...]] = {}
+        # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end]
+        self.entries: dict[str, list] = {}
+        self.node_ends: dict[str, dict[str, tuple[float, int]]] = {}   # node -> job -> (end, GPUs)
+
+    def _changed(self, cluster) -> list | None:
+        """The node views that changed since the last pass, None when unknown (all)."""
+        ver, log = cluster.nodes_version, cluster.nodes_log
+        last, self.version = self.version, ver
+        if ver is None or last is None or log is None:
+            return None
+        if ver == last:
+            return []
+        names: set[str] = set()
+        for v in range(last + 1, ver + 1):
+            got = log.get(v)
+            if got is None:
+                return None
+            names.update(got)
+        return [n for n in cluster.nodes if n.name in names]
+
+    def update(self, ctx, s: ElasticSettings, cap: int) -> tuple[list[JobModel], dict]:
+        """This pass's models of the elastic jobs with usable progress, and the history
+        updates of the readings taken."""
+        cluster, now = ctx.cluster, ctx.now_s
+        self.seen = True
+        changed = self._changed(cluster)
+        jobs = cluster.jobs
+        entries = self.entries
+        if changed is None:
+            self.node_ids = {n.name: node_facts(n)[1] for n in cluster.nodes}
+            check = None                      # every job's view is checked
+        else:
+            check = set()
+            for n in changed:
+                ids = node_facts(n)[1]
+                check.update(self.node_ids.get(n.name, ()))
+                check.update(ids)
+                self.node_ids[n.name] = ids
+        if check is None or check:
+            live = set()
+            for ids in self.node_ids.values():
+                live.update(ids)
+            for jid in [j for j in entries if j not in live]:
+                self._drop(jid)
+            for jid in (live if check is None else check & live):
+                job = jobs.get(jid)
+                e = entries.get(jid)
+                if job is None or not job.running or job.shards:
+                    if e is not None:
+                        self._drop(jid)
+                    continue
+                if e is None or e[0] is not job:
+                    if e is not None:
+                        self._drop(jid)
+                    self._add(job)
+        updates: dict[str, float] = {}
+        models: list[JobModel] = []
+        hist, progress = ctx.history, ctx.readings.progress
+        for jid, e in entries.items():
+            if e[3] is None:
+                continue
+            m = e[4]
+            if m is None or now - e[5] >= max(s.stale_s, 0.125 * (e[6] - e[5])):
+                m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates)
+                e[4], e[5] = m, now
+                if m is not None:
+                    self._set_end(jid, e, now + m.remaining_s)
+            else:
+                m.remaining_s = max(0.0, e[6] - now)
+            if m is not None:
+                models.append(m)
+        return models, updates
+
+    def _add(self, job: Job) -> None:
+        uses: dict[str, int] = {}
+        for u in job.uses:
+            uses[u.node] = uses.get(u.node, 0) + 1
+        n = len(job.uses) or job.gpus * job.num_nodes
+        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None]
+        self.entries[job.job_id] = e
+        if job.start_s is not None and job.time_limit_s:
+            self._set_end(job.job_id, e, job.start_s + job.time_limit_s)   # Slurm's
+
+    def _set_end(self, jid: str, e: list, end: float) -> None:
+        e[6] = end
+        for name, c in e[2].items():
+            self.node_ends.setdefault(name, {})[jid] = (end, c)
+
+    def _drop(self, jid: str) -> None:
+        e = self.entries.pop(jid)
+        for name in e[2]:
+            d = self.node_ends.get(name)
+            if d is not None:
+                d.pop(jid, None)
+
+    def running(self):
+        """(job view, GPUs) of every running job."""
+        return [(e[0], e[1]) for e in self.entries.values()]
+
+
+def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
+           now: float, s: ElasticSettings, cap: int,
+           updates: dict[str, float]) -> JobModel | None:
+    p = progress.get(job.job_id)
+    x = usable_rate(p, job, n, now, s, hist)
+    if x is None:
+        return None             # no usable progress: keeps its count
+    upd = run_updates(p, job, n, x, hist)
+    updates.update(upd)
+    view = ChainMap(upd, hist) if upd else hist
+    rem = remaining_s(p, job, now, view)
+    if rem is None:
+        return None
+    return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
+                    int(view.get(f"elastic:pn:{job.job_id}", 0)),
+                    view.get(f"elastic:px:{job.job_id}", 0.0), epoch_fraction(p),
+                    job.submit_s, job.time_limit_s)
