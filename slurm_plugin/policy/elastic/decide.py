@@ -31,7 +31,7 @@ from itertools import islice
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from .plan import best_growth, fits, take, victims, wait_s
+from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
 from .track import Tracker, elastic_range, node_facts
@@ -52,13 +52,21 @@ def _geometry(cluster: Cluster) -> tuple[int, int]:
     return g[1], g[2]
 
 
+_FREE: list = [None, {}]        # (node views tuple, free GPUs per available node)
+
+
 def _free_map(cluster: Cluster) -> dict[str, int]:
-    out = {}
-    for n in cluster.nodes:
-        f, _, avail = node_facts(n)
-        if avail:
-            out[n.name] = f
-    return out
+    """Free GPUs per available node (a copy: callers plan on it), computed once per
+    node-views tuple."""
+    c = _FREE
+    if c[0] is not cluster.nodes:
+        out = {}
+        for n in cluster.nodes:
+            f, _, avail = node_facts(n)
+            if avail:
+                out[n.name] = f
+        c[0], c[1] = cluster.nodes, out
+    return dict(c[1])
 
 
 def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | None:
@@ -271,23 +279,33 @@ class Elastic:
         return None
 
     def _grow(self, free, movable, gpn, cap, s, actions, budget, cluster) -> None:
+        """Free GPUs to the growths that save the most time per added GPU, in turn, each job
+        once, where the new count fits (its own GPUs count as free)."""
         total_free = sum(free.values())
-        restart = s.restart_cost_s
-        while budget > 0 and total_free > 0 and movable:
-            best = best_growth(free, total_free, movable, gpn, cap, restart, s.gain_factor,
-                               s.min_efficiency)
-            if best is None:
+        if total_free <= 0 or budget <= 0:
+            return
+        grown: set[str] = set()
+        for _, m, new, saved in growths(total_free, movable, gpn, cap, s.restart_cost_s,
+                                        s.gain_factor, s.min_efficiency):
+            if budget <= 0 or total_free <= 0:
                 return
-            _, m, new, saved = best
+            if m.job_id in grown or new - m.n > total_free:
+                continue
+            own = dict(free)
             for node, c in m.uses.items():
-                free[node] = free.get(node, 0) + c
+                own[node] = own.get(node, 0) + c
             p, k = shape(new, gpn)
-            take(free, fits(free, p, k), p)
+            names = fits(own, p, k)
+            if names is None:
+                continue
+            take(own, names, p)
+            free.clear()
+            free.update(own)
             total_free = sum(free.values())
             actions.append(_resize(self.name, cluster.jobs[m.job_id], new, gpn,
                                    f"elastic: grow {m.n}->{new} GPUs",
                                    {"saved_s": saved, "remaining_s": m.remaining_s}))
-            del movable[m.job_id]
+            grown.add(m.job_id)
             budget -= 1
 
 

@@ -138,19 +138,19 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
     return loss, cuts
 
 
-def best_growth(free: dict[str, int], total_free: int, movable: dict[str, JobModel], gpn: int,
-                cap: int, restart_s: float, gain_factor: float, min_efficiency: float):
-    """(score, model, new count, saved_s) of the growth that saves the most time per added GPU,
-    or None: each added GPU must add ``min_efficiency`` of one GPU's throughput and the time
-    saved exceed ``gain_factor`` x the restart cost; the new count must fit (the job's own GPUs
-    count as free) and its run end within the job's time limit."""
-    best = None
+def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
+            restart_s: float, gain_factor: float, min_efficiency: float) -> list[tuple]:
+    """(score, model, new count, saved_s) of every growth worth its restart, the most time
+    saved per added GPU first: each added GPU must add ``min_efficiency`` of one GPU's
+    throughput, the time saved exceed ``gain_factor`` x the restart cost, the run on the new
+    count end within the job's time limit, and the GPUs added be at most ``total_free``
+    (whether they fit is the caller's check)."""
+    out = []
     for m in movable.values():
         if m.n >= m.hi:
             continue
         base = m.tput(m.n)
         per_gpu1 = base / max(prior_at(m.prior, m.n), 1e-12)     # one GPU's throughput
-        own = None
         for new in sizes(m.n + 1, m.hi, gpn, cap):
             if new - m.n > total_free:
                 break
@@ -158,19 +158,8 @@ def best_growth(free: dict[str, int], total_free: int, movable: dict[str, JobMod
             if gain < min_efficiency * per_gpu1 * (new - m.n):
                 continue
             saved = m.saved_s(new, restart_s)
-            if saved <= gain_factor * restart_s:
+            if saved <= gain_factor * restart_s or not m.within_limit(new, restart_s):
                 continue
-            score = saved / (new - m.n)
-            if best is not None and score <= best[0]:
-                continue
-            if not m.within_limit(new, restart_s):
-                continue
-            if own is None:
-                own = dict(free)
-                for node, c in m.uses.items():
-                    own[node] = own.get(node, 0) + c
-            p, k = shape(new, gpn)
-            if fits(own, p, k) is None:
-                continue
-            best = (score, m, new, saved)
-    return best
+            out.append((saved / (new - m.n), m, new, saved))
+    out.sort(key=lambda g: -g[0])
+    return out

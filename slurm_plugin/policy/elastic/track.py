@@ -51,6 +51,7 @@ class Tracker:
         self.node_ids: dict[str, tuple[str, ...]] = {}
         # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end]
         self.entries: dict[str, list] = {}
+        self.elastic: dict[str, list] = {}        # the entries of elastic jobs
         self.node_ends: dict[str, dict[str, tuple[float, int]]] = {}   # node -> job -> (end, GPUs)
 
     def _changed(self, cluster) -> list | None:
@@ -93,7 +94,7 @@ class Tracker:
                 live.update(ids)
             for jid in [j for j in entries if j not in live]:
                 self._drop(jid)
-            for jid in (live if check is None else check & live):
+            for jid in sorted(live if check is None else check & live):    # a fixed order
                 job = jobs.get(jid)
                 e = entries.get(jid)
                 if job is None or not job.running or job.shards:
@@ -107,9 +108,7 @@ class Tracker:
         updates: dict[str, float] = {}
         models: list[JobModel] = []
         hist, progress = ctx.history, ctx.readings.progress
-        for jid, e in entries.items():
-            if e[3] is None:
-                continue
+        for jid, e in self.elastic.items():
             m = e[4]
             if m is None or now - e[5] >= max(s.stale_s, 0.125 * (e[6] - e[5])):
                 m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates)
@@ -129,6 +128,8 @@ class Tracker:
         n = len(job.uses) or job.gpus * job.num_nodes
         e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None]
         self.entries[job.job_id] = e
+        if e[3] is not None:
+            self.elastic[job.job_id] = e
         if job.start_s is not None and job.time_limit_s:
             self._set_end(job.job_id, e, job.start_s + job.time_limit_s)   # Slurm's
 
@@ -139,6 +140,7 @@ class Tracker:
 
     def _drop(self, jid: str) -> None:
         e = self.entries.pop(jid)
+        self.elastic.pop(jid, None)
         for name in e[2]:
             d = self.node_ends.get(name)
             if d is not None:
