@@ -104,3 +104,28 @@ def test_growth_leaves_the_waiting_jobs_nodes_alone():
     # with no job waiting, it grows
     ctx = _ctx(2, 4, [r0, r1], [], {"r0": (10_000.0, 500.0), "r1": (5_000.0, 500.0)})
     assert "r1" in _resizes(ctx)
+
+
+def test_tracker_sees_a_job_restarted_on_the_same_node():
+    # the simulator names the nodes changed per version; a job shrunk from 4 to 2 GPUs on the
+    # same node keeps the node's job list but is a new run: its count must follow
+    from slurm_plugin.policy.elastic.track import Tracker
+    s = parse_settings({})
+    r4 = _running("r0", {"n0": [0, 1, 2, 3]}, lo=1, hi=8)
+    ctx = _ctx(1, 4, [r4], [], {"r0": (10_000.0, 500.0)})
+    c4 = Cluster(nodes=ctx.cluster.nodes, jobs=ctx.cluster.jobs, taken_s=NOW, pending_count=0,
+                 nodes_version=1, nodes_log={1: ("n0",)})
+    t = Tracker()
+    t.update(Context(cluster=c4, readings=ctx.readings, now_s=NOW, history=ctx.history), s, 4)
+    assert t.running() == [(r4, 4)]
+    r2 = _running("r0", {"n0": [0, 1]}, lo=1, hi=8, start=NOW - 10)
+    ctx2 = _ctx(1, 4, [r2], [], {"r0": (10_000.0, 300.0)})
+    c2 = Cluster(nodes=ctx2.cluster.nodes, jobs=ctx2.cluster.jobs, taken_s=NOW,
+                 pending_count=0, nodes_version=2, nodes_log={1: ("n0",), 2: ("n0",)})
+    t.update(Context(cluster=c2, readings=ctx2.readings, now_s=NOW, history=ctx2.history), s, 4)
+    assert t.running() == [(r2, 2)]
+    # a job that left every node is forgotten, with its expected ends
+    c0 = Cluster(nodes=_ctx(1, 4, [], [], {}).cluster.nodes, jobs={}, taken_s=NOW,
+                 pending_count=0, nodes_version=3, nodes_log={3: ("n0",)})
+    t.update(Context(cluster=c0, now_s=NOW), s, 4)
+    assert t.running() == [] and not t.ends_on("n0")

@@ -79,7 +79,7 @@ def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | 
 
 
 def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bool = True,
-                      ends: tuple[dict, float] | None = None) -> Placement:
+                      ends: tuple | None = None) -> Placement:
     """Start now on the largest allowed count up to the request that fits, at least the
     minimum (with ``ends``, per node when its running jobs are expected to end, and now, only
     when that run ends
@@ -144,7 +144,7 @@ class Elastic:
         self._track = Tracker()     # running jobs and their models, from pass to pass
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        ends = (self._track.node_ends, ctx.now_s) if self._track.seen else None
+        ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
         return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends)
 
     # ------------------------------------------------------------------ reconcile
@@ -160,7 +160,7 @@ class Elastic:
         if cluster.pending_count == 0 and not any(free.values()):
             return ()       # nothing to admit, nothing to grow into: nothing to read
         models, updates = self._track.update(ctx, s, cap)
-        ends = self._track.node_ends
+        ends = self._track.ends_on
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
@@ -168,9 +168,10 @@ class Elastic:
         pending = self._pending(cluster)
         if not models and not pending[1]:
             return tuple(actions)
+        since = now - s.min_interval_s
+        elastic = self._track.elastic
         movable = {m.job_id: m for m in models
-                   if (jb := cluster.jobs[m.job_id]).start_s is None
-                   or now - jb.start_s >= s.min_interval_s}
+                   if (st := elastic[m.job_id][0].start_s) is None or st <= since}
         n_actions = len(actions)
         kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster)
         budget = s.max_resizes_per_pass - sum(1 for a in actions if a.kind == "resize")
@@ -179,8 +180,8 @@ class Elastic:
         if budget > 0:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
-            expiry = min((jb.start_s + s.min_interval_s for jb, _ in self._track.running()
-                          if jb.start_s is not None and jb.start_s + s.min_interval_s > now),
+            expiry = min((e[0].start_s + s.min_interval_s for e in self._track.elastic.values()
+                          if e[0].start_s is not None and e[0].start_s + s.min_interval_s > now),
                          default=float("inf"))
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
@@ -285,16 +286,19 @@ class Elastic:
         if total_free <= 0 or budget <= 0:
             return
         grown: set[str] = set()
+        top = max(free.values(), default=0)     # the most GPUs free on one node
         for _, m, new, saved in growths(total_free, movable, gpn, cap, s.restart_cost_s,
                                         s.gain_factor, s.min_efficiency):
             if budget <= 0 or total_free <= 0:
                 return
             if m.job_id in grown or new - m.n > total_free:
                 continue
+            p, k = shape(new, gpn)
+            if k == 1 and top < p and all(free.get(nd, 0) + c < p for nd, c in m.uses.items()):
+                continue        # no node could hold it
             own = dict(free)
             for node, c in m.uses.items():
                 own[node] = own.get(node, 0) + c
-            p, k = shape(new, gpn)
             names = fits(own, p, k)
             if names is None:
                 continue
@@ -302,6 +306,7 @@ class Elastic:
             free.clear()
             free.update(own)
             total_free = sum(free.values())
+            top = max(free.values(), default=0)
             actions.append(_resize(self.name, cluster.jobs[m.job_id], new, gpn,
                                    f"elastic: grow {m.n}->{new} GPUs",
                                    {"saved_s": saved, "remaining_s": m.remaining_s}))

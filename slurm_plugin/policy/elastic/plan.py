@@ -24,20 +24,17 @@ def take(free: dict[str, int], names: list[str], per_node: int) -> None:
         free[name] -= per_node
 
 
-def wait_s(node_ends: dict[str, dict[str, tuple[float, int]]], free: dict[str, int], per: int,
-           k: int, now_s: float) -> tuple[float, list[str]] | None:
+def wait_s(ends_on, free: dict[str, int], per: int, k: int,
+           now_s: float) -> tuple[float, list[str]] | None:
     """(seconds until ``k`` nodes have ``per`` GPUs free as running jobs end, those nodes), as
-    Slurm's reservation sees it; None when they never do. ``node_ends``: per node, job ->
-    (expected end, GPUs there) of its running jobs with a known end; ``free``: GPUs free now."""
+    Slurm's reservation sees it; None when they never do. ``ends_on(node)``: (expected end,
+    GPUs there) of its running jobs with a known end, soonest first; ``free``: GPUs free now."""
     times = []
     for name, f in free.items():
         if f >= per:
             times.append((0.0, name))
             continue
-        here = node_ends.get(name)
-        if not here:
-            continue
-        for end, c in sorted(here.values()):
+        for end, c in ends_on(name):
             f += c
             if f >= per:
                 times.append((max(0.0, end - now_s), name))
@@ -56,7 +53,17 @@ def release(free: dict[str, int], m: JobModel, new: int, gpn: int) -> None:
 
 
 def freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
-    """GPUs job ``m`` frees per node when it shrinks to ``new``, kept on its first nodes."""
+    """GPUs job ``m`` frees per node when it shrinks to ``new``, kept on its first nodes
+    (remembered on the model: its GPUs do not change while it is kept)."""
+    key = (new, gpn)
+    got = m.memo.get(key)
+    if got is not None:
+        return got
+    m.memo[key] = out = _freed(m, new, gpn)
+    return out
+
+
+def _freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
     p, k = shape(new, gpn)
     kept = 0
     out = {}

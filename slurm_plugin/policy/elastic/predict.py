@@ -51,7 +51,7 @@ class JobModel:
     """One running elastic job as the policy sees it at this pass."""
 
     __slots__ = ("job_id", "n", "lo", "hi", "prior", "x_cur", "n_prev", "x_prev", "remaining_s",
-                 "uses", "ckpt_age_s", "submit_s", "limit_s")
+                 "uses", "ckpt_age_s", "submit_s", "limit_s", "memo")
 
     def __init__(self, job_id: str, n: int, lo: int, hi: int, prior: tuple[float, ...],
                  x_cur: float, remaining_s: float, uses: dict[str, int],
@@ -62,6 +62,7 @@ class JobModel:
         self.n_prev, self.x_prev, self.ckpt_age_s = n_prev, x_prev, ckpt_age_s
         self.submit_s = submit_s
         self.limit_s = limit_s          # Slurm's time limit of a run (a requeue restarts it)
+        self.memo: dict = {}            # what depends only on its count and GPUs (plan.freed)
 
     def aged(self, dt_s: float) -> "JobModel":
         """The same model ``dt_s`` later on the same count: its remaining time counted down."""

@@ -49,10 +49,13 @@ class Tracker:
         self.version: int | None = None          # nodes_version of the last pass
         self.seen = False                         # a pass has run
         self.node_ids: dict[str, tuple[str, ...]] = {}
-        # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end]
+        self.refs: dict[str, int] = {}            # job id -> nodes that list it
+        # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end,
+        # read again at]
         self.entries: dict[str, list] = {}
         self.elastic: dict[str, list] = {}        # the entries of elastic jobs
         self.node_ends: dict[str, dict[str, tuple[float, int]]] = {}   # node -> job -> (end, GPUs)
+        self.sorted_ends: dict[str, list[tuple[float, int]]] = {}      # the same, soonest first
 
     def _changed(self, cluster) -> list | None:
         """The node views that changed since the last pass, None when unknown (all)."""
@@ -78,23 +81,34 @@ class Tracker:
         changed = self._changed(cluster)
         jobs = cluster.jobs
         entries = self.entries
+        refs = self.refs
         if changed is None:
-            self.node_ids = {n.name: node_facts(n)[1] for n in cluster.nodes}
-            check = None                      # every job's view is checked
-        else:
-            check = set()
-            for n in changed:
-                ids = node_facts(n)[1]
-                check.update(self.node_ids.get(n.name, ()))
-                check.update(ids)
-                self.node_ids[n.name] = ids
-        if check is None or check:
+            changed = cluster.nodes           # every node read again, every job checked
+            gone = set(self.node_ids) - {n.name for n in changed}
+            for name in gone:
+                for jid in self.node_ids.pop(name):
+                    refs[jid] -= 1
+        check = set()
+        for n in changed:
+            ids = node_facts(n)[1]
+            old = self.node_ids.get(n.name, ())
+            for jid in old:
+                refs[jid] -= 1
+            for jid in ids:
+                refs[jid] = refs.get(jid, 0) + 1
+            check.update(old)
+            check.update(ids)
+            self.node_ids[n.name] = ids
+        if check:
             live = set()
-            for ids in self.node_ids.values():
-                live.update(ids)
-            for jid in [j for j in entries if j not in live]:
-                self._drop(jid)
-            for jid in sorted(live if check is None else check & live):    # a fixed order
+            for jid in check:
+                if refs.get(jid, 0) <= 0:
+                    refs.pop(jid, None)
+                    if jid in entries:
+                        self._drop(jid)
+                else:
+                    live.add(jid)
+            for jid in sorted(live):    # a fixed order
                 job = jobs.get(jid)
                 e = entries.get(jid)
                 if job is None or not job.running or job.shards:
@@ -110,13 +124,15 @@ class Tracker:
         hist, progress = ctx.history, ctx.readings.progress
         for jid, e in self.elastic.items():
             m = e[4]
-            if m is None or now - e[5] >= max(s.stale_s, 0.125 * (e[6] - e[5])):
+            if m is None or now >= e[7]:
                 m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates)
                 e[4], e[5] = m, now
                 if m is not None:
                     self._set_end(jid, e, now + m.remaining_s)
+                    e[7] = now + max(s.stale_s, 0.125 * m.remaining_s)     # read again then
             else:
-                m.remaining_s = max(0.0, e[6] - now)
+                rem = e[6] - now
+                m.remaining_s = rem if rem > 0.0 else 0.0
             if m is not None:
                 models.append(m)
         return models, updates
@@ -126,7 +142,7 @@ class Tracker:
         for u in job.uses:
             uses[u.node] = uses.get(u.node, 0) + 1
         n = len(job.uses) or job.gpus * job.num_nodes
-        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None]
+        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None, 0.0]
         self.entries[job.job_id] = e
         if e[3] is not None:
             self.elastic[job.job_id] = e
@@ -137,6 +153,14 @@ class Tracker:
         e[6] = end
         for name, c in e[2].items():
             self.node_ends.setdefault(name, {})[jid] = (end, c)
+            self.sorted_ends.pop(name, None)
+
+    def ends_on(self, name: str) -> list[tuple[float, int]]:
+        """(expected end, GPUs there) of the running jobs on node ``name``, soonest first."""
+        got = self.sorted_ends.get(name)
+        if got is None:
+            got = self.sorted_ends[name] = sorted(self.node_ends.get(name, {}).values())
+        return got
 
     def _drop(self, jid: str) -> None:
         e = self.entries.pop(jid)
@@ -145,6 +169,7 @@ class Tracker:
             d = self.node_ends.get(name)
             if d is not None:
                 d.pop(jid, None)
+            self.sorted_ends.pop(name, None)
 
     def running(self):
         """(job view, GPUs) of every running job."""
