@@ -79,11 +79,11 @@ def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | 
 
 
 def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bool = True,
-                      ends: tuple | None = None) -> Placement:
+                      ends: tuple | None = None, as_asked: bool = False) -> Placement:
     """Start now on the largest allowed count up to the request that fits, at least the
     minimum (with ``ends``, per node when its running jobs are expected to end, and now, only
-    when that run ends
-    before a wait for the request would); behind a queue, the minimum or as asked."""
+    when that run ends before a wait for the request would; with ``as_asked``, a request that
+    fits in its own shape starts as asked); behind a queue, the minimum or as asked."""
     rng = elastic_range(req.min_gpus, req.max_gpus)
     if rng is None or req.total_gpus < 1:
         return plain_placement(name, req, "not elastic: unchanged")
@@ -98,7 +98,8 @@ def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bo
     why = "queued: at its minimum" if queue_at_min else "queued: as asked"
     if cluster.pending_at_least(1) == 0:
         free = _free_map(cluster)
-        if lo <= req.total_gpus <= hi and fits(free, req.gpus, req.num_nodes) is not None:
+        if as_asked and lo <= req.total_gpus <= hi \
+                and fits(free, req.gpus, req.num_nodes) is not None:
             return Placement(policy=name, gpus=req.gpus,
                              why=("elastic: starts now as asked",))    # its own shape
         for m in reversed(options):
@@ -145,7 +146,8 @@ class Elastic:
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
-        return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends)
+        return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends,
+                                 as_asked=True)
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
