@@ -112,6 +112,11 @@ def main() -> None:
                   f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
         if a.philly:
             print(f"-- Philly on 64 x 8 GPUs, {a.elastic_share:.0%} of jobs elastic (seed {a.seed})")
+            b = next(x for x in rows if x["trace"] == str(Path(a.philly))
+                     and x["policy"] == "slurm-default" and x["restart_s"] == restart)
+            print(f"{'slurm-default':<17} avg JCT {b['avg_jct_s']:.0f} s  makespan "
+                  f"{b['makespan_s']:.0f} s  worst wait {b['max_wait_s']:.0f} s  "
+                  f"{b['jobs_per_s']:.0f} jobs/s ({b['jobs']} jobs in {b['wall_s']:.1f} s)")
             for pol in POLICIES[1:]:
                 jr, mr, wr = ratios(rows, str(Path(a.philly)), restart, pol)
                 r = next(x for x in rows if x["trace"] == str(Path(a.philly))

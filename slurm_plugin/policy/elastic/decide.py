@@ -2,19 +2,19 @@
 
 Both compare predicted job completion times (queue wait plus run) and what resizes cost:
 
-advise (at submission): an elastic job (``min_gpus < max_gpus``) that fits as asked starts as
-asked; one that does not, with nothing queued, starts now on the largest allowed count that
-fits when that run is predicted to end before waiting for its request would (the wait from
-the last pass's remaining times); else it queues as asked. Others: unchanged.
+advise (at submission): a job that fits as asked starts as asked; an elastic job
+(``min_gpus < max_gpus``) that does not, with nothing queued, starts now on the largest
+allowed count that fits when that run is predicted to end before waiting for its request
+would (the waits of the last pass); else it queues as asked. Others: unchanged.
 
 reconcile (each pass):
-1. admit: pending jobs in priority order. A queued elastic job takes the cheapest of: the
-   largest count that starts now, its count after shrinking running elastic jobs (their loss
-   counted over its run only: the GPUs come back when it ends), or waiting for its count; a
-   non-elastic job shrinks others only when the wait it saves exceeds their loss. The first
-   job left waiting blocks growth (its GPUs are kept for it, as Slurm's reservation does).
-2. grow: with nothing blocked, free GPUs go to the jobs whose next count saves the most time
-   per added GPU, where each added GPU adds at least ``min_efficiency`` of one GPU's throughput
+1. admit: pending jobs in priority order. One that does not fit takes the cheapest of: waiting
+   for its count (its wait times 1 + the jobs queued behind it), starting smaller now (elastic
+   only: its longer run), or shrinking running elastic jobs (their loss counted over its run
+   only: the GPUs come back when it ends). The first job left waiting stops admission; the
+   nodes its wait counts on are kept for it (as Slurm's reservation does).
+2. grow: free GPUs outside those nodes go to the jobs whose new count saves the most time per
+   added GPU, where each added GPU adds at least ``min_efficiency`` of one GPU's throughput
    and the time saved over the job's remaining time exceeds ``gain_factor`` x the restart cost.
 A job (re)started less than ``min_interval_s`` ago, one without usable progress, and a
 non-elastic job are never resized. A resize is the live path's ``resize`` action (requeue with
