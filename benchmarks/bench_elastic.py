@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from slurm_plugin.policy import get_policy  # noqa: E402
+from slurm_plugin.policy.elastic.settings import ElasticSettings  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
@@ -110,8 +111,17 @@ def main() -> None:
         for pol, xs in agg.items():
             print(f"{pol}: avg JCT {spread([x[0] for x in xs])}  makespan "
                   f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
+        worst = max(x[2] for x in agg["elastic"])
+        bound = ElasticSettings().fairness_factor
+        print(f"elastic worst wait {worst:.2f}x slurm-default's: "
+              f"{'within' if worst <= bound else 'OVER'} fairness_factor {bound:g}")
         if a.philly:
             print(f"-- Philly on 64 x 8 GPUs, {a.elastic_share:.0%} of jobs elastic (seed {a.seed})")
+            b = next(x for x in rows if x["trace"] == str(Path(a.philly))
+                     and x["policy"] == "slurm-default" and x["restart_s"] == restart)
+            print(f"{'slurm-default':<17} avg JCT {b['avg_jct_s']:.0f} s  makespan "
+                  f"{b['makespan_s']:.0f} s  worst wait {b['max_wait_s']:.0f} s  "
+                  f"{b['jobs_per_s']:.0f} jobs/s ({b['jobs']} jobs in {b['wall_s']:.1f} s)")
             for pol in POLICIES[1:]:
                 jr, mr, wr = ratios(rows, str(Path(a.philly)), restart, pol)
                 r = next(x for x in rows if x["trace"] == str(Path(a.philly))

@@ -1,118 +1,132 @@
 """The ``elastic`` policy's decisions, and the termination-based baseline.
 
-advise (at submission): an elastic job (``min_gpus < max_gpus``) starts now on as many of the
-GPUs it asked for as are free (the largest allowed count, at least its minimum); with jobs
-already queued it queues as asked (``elastic_placement(queue_at_min=True)`` queues it at its
-minimum instead: measured worse on the Pollux workloads, docs/elastic.md). Others: unchanged.
+Both compare predicted job completion times (queue wait plus run) and what resizes cost:
+
+advise (at submission): a job that fits as asked starts as asked; an elastic job
+(``min_gpus < max_gpus``) that does not, with nothing queued, starts now on the largest
+allowed count that fits when that run is predicted to end before waiting for its request
+would (the waits of the last pass); else it queues as asked. Others: unchanged.
 
 reconcile (each pass):
-1. admit: pending jobs in priority order; one that does not fit takes GPUs from running elastic
-   jobs with the lowest marginal throughput per GPU (ties: the most recent checkpoint), never
-   below their minimum, when the wait it saves (until enough GPUs would free by themselves)
-   exceeds what the victims lose (their longer remaining time plus restart cost); the first that
-   cannot be admitted blocks growth (its GPUs are kept for it, as Slurm's reservation does);
-2. grow: with nothing blocked, free GPUs go to the jobs whose next count gains the most time per
-   added GPU, only when each added GPU adds at least ``min_efficiency`` of a GPU's throughput and
-   the time saved over the job's remaining time exceeds ``gain_factor`` x the restart cost.
-A job resized (or started) less than ``min_interval_s`` ago, one without usable progress, and a
-non-elastic job are never resized. A resize is the live path's ``resize`` action (requeue with a
-new GPU count; ``num_nodes`` when the node count changes).
+1. admit: pending jobs in priority order. One that does not fit takes the cheapest of: waiting
+   for its count (its wait times 1 + the jobs queued behind it), starting smaller now (elastic
+   only: its longer run), or shrinking running elastic jobs (their loss counted over its run
+   only: the GPUs come back when it ends). The first job left waiting stops admission; the
+   nodes its wait counts on are kept for it (as Slurm's reservation does).
+2. grow: free GPUs outside those nodes go to the jobs whose new count saves the most time per
+   added GPU, where each added GPU adds at least ``min_efficiency`` of one GPU's throughput
+   and the time saved over the job's remaining time exceeds ``gain_factor`` x the restart cost.
+A job (re)started less than ``min_interval_s`` ago, one without usable progress, and a
+non-elastic job are never resized. A resize is the live path's ``resize`` action (requeue with
+a new GPU count; ``num_nodes`` when the node count changes).
+
+Run time of a queued elastic job (``run_estimate_s``): its time limit covers a run on its
+minimum (the elastic contract: it may be given its minimum at any time), other counts scaled
+by its class's prior; of a running one: its measured remaining time (``observe``).
 """
 
 from __future__ import annotations
 
+from itertools import islice
+
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
-from .predict import JobModel, prior, prior_at, shape, sizes
-from .settings import ElasticSettings, parse_settings
+from .plan import fits, growths, take, victims, wait_s
+from .predict import prior, prior_at, shape, sizes
+from .settings import parse_settings
+from .track import Tracker, elastic_range, node_facts
 
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
 
-
-def _gpn(cluster: Cluster) -> int:
-    return max((len(n.gpus) for n in cluster.nodes), default=8)
+_GEOMETRY: list = [None, 8, 0]      # (node views tuple, GPUs per node, GPUs in all)
 
 
-_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids on it)
+def _geometry(cluster: Cluster) -> tuple[int, int]:
+    """(GPUs per node, GPUs in all), computed once per node-views tuple."""
+    g = _GEOMETRY
+    if g[0] is not cluster.nodes:
+        g[0] = cluster.nodes
+        g[1] = max((len(n.gpus) for n in cluster.nodes), default=8)
+        g[2] = cluster.gpu_count
+    return g[1], g[2]
 
 
-def _node_facts(node) -> tuple:
-    """(free GPUs, ids of exclusive jobs) of a node view, cached on the view object (the
-    simulator hands in the same object while a node is unchanged)."""
-    c = _NODE_CACHE.get(node.name)
-    if c is not None and c[0] is node:
-        return c[1], c[2]
-    free = 0
-    ids = []
-    for g in node.gpus:
-        if g.is_free:
-            free += 1
-        elif g.exclusive_job is not None and g.exclusive_job not in ids:
-            ids.append(g.exclusive_job)
-    if len(_NODE_CACHE) > 100_000:
-        _NODE_CACHE.clear()
-    _NODE_CACHE[node.name] = (node, free, ids)
-    return free, ids
+_FREE: list = [None, {}]        # (node views tuple, free GPUs per available node)
 
 
 def _free_map(cluster: Cluster) -> dict[str, int]:
-    return {n.name: _node_facts(n)[0] for n in cluster.nodes if n.available}
+    """Free GPUs per available node (a copy: callers plan on it), computed once per
+    node-views tuple."""
+    c = _FREE
+    if c[0] is not cluster.nodes:
+        out = {}
+        for n in cluster.nodes:
+            f, _, avail = node_facts(n)
+            if avail:
+                out[n.name] = f
+        c[0], c[1] = cluster.nodes, out
+    return dict(c[1])
 
 
-def _fits(free: dict[str, int], per_node: int, nodes: int) -> list[str] | None:
-    """First-fit nodes (name order, as Slurm's) for ``nodes`` x ``per_node`` GPUs, or None."""
-    out = []
-    for name, f in free.items():
-        if f >= per_node:
-            out.append(name)
-            if len(out) == nodes:
-                return out
-    return None
-
-
-def _take(free: dict[str, int], names: list[str], per_node: int) -> None:
-    for name in names:
-        free[name] -= per_node
-
-
-def _elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
-    if lo is None or hi is None:
+def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | None:
+    """Predicted run of a queued elastic job on ``m`` GPUs: its time limit covers a run on its
+    minimum ``lo``; other counts scaled by its class's prior. None without a limit."""
+    if not limit_s or limit_s <= 0:
         return None
-    lo, hi = max(1, lo), max(1, hi)
-    return (lo, hi) if hi > lo else None
+    p = prior(app)
+    return limit_s * prior_at(p, lo) / max(prior_at(p, m), 1e-12)
 
 
-def elastic_placement(name: str, req: JobRequest, ctx: Context,
-                      queue_at_min: bool = True) -> Placement:
+def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bool = True,
+                      ends: tuple | None = None, as_asked: bool = False) -> Placement:
     """Start now on the largest allowed count up to the request that fits, at least the
-    minimum; behind a queue, the minimum."""
-    rng = _elastic_range(req.min_gpus, req.max_gpus)
+    minimum (with ``ends``, per node when its running jobs are expected to end, and now, only
+    when that run ends before a wait for the request would; with ``as_asked``, a request that
+    fits in its own shape starts as asked); behind a queue, the minimum or as asked."""
+    rng = elastic_range(req.min_gpus, req.max_gpus)
     if rng is None or req.total_gpus < 1:
         return plain_placement(name, req, "not elastic: unchanged")
     lo, hi = rng
     cluster = ctx.cluster
-    gpn = _gpn(cluster)
-    cap = cluster.gpu_count
+    gpn, cap = _geometry(cluster)
     want = max(lo, min(req.total_gpus, hi))
-    options = sizes(lo, min(want, hi), gpn, cap)
+    options = list(sizes(lo, min(want, hi), gpn, cap))
     if not options:
         return plain_placement(name, req, "elastic: no allowed count fits the cluster")
     choice = options[0] if queue_at_min else options[-1]
     why = "queued: at its minimum" if queue_at_min else "queued: as asked"
     if cluster.pending_at_least(1) == 0:
         free = _free_map(cluster)
+        if as_asked and lo <= req.total_gpus <= hi \
+                and fits(free, req.gpus, req.num_nodes) is not None:
+            return Placement(policy=name, gpus=req.gpus,
+                             why=("elastic: starts now as asked",))    # its own shape
         for m in reversed(options):
             p, k = shape(m, gpn)
-            if _fits(free, p, k) is not None:
-                choice, why = m, "starts now on the GPUs free"
+            if fits(free, p, k) is None:
+                continue
+            if ends is not None and m < options[-1] and not _start_small(
+                    req, lo, m, options[-1], gpn, ends, free):
+                why = "queued: waiting for its count ends sooner"
                 break
+            choice, why = m, "starts now on the GPUs free"
+            break
     p, k = shape(choice, gpn)
     if choice == req.total_gpus and k == req.num_nodes:
         return Placement(policy=name, gpus=p, why=(f"elastic: {why} ({choice} GPUs)",))
     return Placement(policy=name, gpus=p, num_nodes=k, why=(f"elastic: {why} ({choice} GPUs)",),
                      predicted={"gpus": float(choice)})
+
+
+def _start_small(req: JobRequest, lo: int, m: int, q: int, gpn: int, ends, free) -> bool:
+    """A run on ``m`` GPUs now ends before waiting for ``q`` would (True when unknown)."""
+    now_s = run_estimate_s(req.time_limit_s, req.app, lo, m)
+    later = run_estimate_s(req.time_limit_s, req.app, lo, q)
+    got = wait_s(ends[0], free, *shape(q, gpn), ends[1])
+    if now_s is None or later is None or got is None:
+        return True
+    return now_s <= got[0] + later
 
 
 def _resize(name: str, job: Job, m: int, gpn: int, why: str, pred: dict[str, float]) -> Action:
@@ -129,9 +143,12 @@ class Elastic:
         # the last pass that decided nothing: (nodes_version, pending count, when the next
         # job's hysteresis ends); a pass with all three unchanged decides nothing either
         self._quiet: tuple | None = None
+        self._track = Tracker()     # running jobs and their models, from pass to pass
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        return elastic_placement(self.name, request, ctx, queue_at_min=False)
+        ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
+        return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends,
+                                 as_asked=True)
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
@@ -141,70 +158,33 @@ class Elastic:
         if q is not None and cluster.nodes_version is not None and q[0] == cluster.nodes_version \
                 and q[1] == cluster.pending_count and now < q[2]:
             return ()
-        gpn = _gpn(cluster)
-        cap = cluster.gpu_count
-        hist = ctx.history
-        progress = ctx.readings.progress
-        updates: dict[str, float] = {}
-        models: list[JobModel] = []
-        running: list[tuple[Job, int]] = []
-        jobs = cluster.jobs
-        pending = self._pending(cluster)
-        # running jobs from the GPUs that hold them: a pass costs the cluster's size, not the
-        # queue's length
-        seen: set[str] = set()
-        for node in cluster.nodes:
-            for jid in _node_facts(node)[1]:
-                if jid in seen:
-                    continue
-                seen.add(jid)
-                job = jobs.get(jid)
-                if job is None or not job.running or job.shards:
-                    continue
-                n = len(job.uses) or job.gpus * job.num_nodes
-                running.append((job, n))
-                rng = _elastic_range(job.min_gpus, job.max_gpus)
-                if rng is None:
-                    continue            # not elastic: never resized
-                p = progress.get(job.job_id)
-                x = usable_rate(p, job, n, now, s, hist)
-                if x is None:
-                    continue            # no usable progress: keeps its count
-                upd = run_updates(p, job, n, x, hist)
-                updates.update(upd)
-                view = {**hist, **upd} if upd else hist
-                rem = remaining_s(p, job, now, view)
-                if rem is None:
-                    continue
-                uses: dict[str, int] = {}
-                for u in job.uses:
-                    uses[u.node] = uses.get(u.node, 0) + 1
-                models.append(JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app),
-                                       x, rem, uses, int(view.get(f"elastic:pn:{job.job_id}", 0)),
-                                       view.get(f"elastic:px:{job.job_id}", 0.0),
-                                       epoch_fraction(p), job.submit_s, job.time_limit_s))
+        gpn, cap = _geometry(cluster)
+        free = _free_map(cluster)
+        if cluster.pending_count == 0 and not any(free.values()):
+            return ()       # nothing to admit, nothing to grow into: nothing to read
+        models, updates = self._track.update(ctx, s, cap)
+        ends = self._track.ends_on
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
                                   why="elastic: progress per GPU count"))
-        if not models and not pending:
+        pending = self._pending(cluster)
+        if not models and not pending[1]:
             return tuple(actions)
-        restart = s.restart_cost_s
-        free = _free_map(cluster)
+        since = now - s.min_interval_s
+        elastic = self._track.elastic
         movable = {m.job_id: m for m in models
-                   if (jb := cluster.jobs[m.job_id]).start_s is None
-                   or now - jb.start_s >= s.min_interval_s}
-        budget = s.max_resizes_per_pass
-        ends = sorted((m.remaining_s, m.n) for m in models)
+                   if (st := elastic[m.job_id][0].start_s) is None or st <= since}
         n_actions = len(actions)
-        blocked = self._admit(pending, free, movable, ends, running, gpn, cap, restart, s,
-                              actions, budget, cluster)
-        budget -= sum(1 for a in actions if a.kind == "resize")
-        if not blocked and budget > 0:
-            self._grow(free, movable, gpn, cap, restart, s, actions, budget, cluster)
+        kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster)
+        budget = s.max_resizes_per_pass - sum(1 for a in actions if a.kind == "resize")
+        for name in kept or ():
+            free[name] = 0      # growth leaves the waiting job's nodes alone
+        if budget > 0:
+            self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
-            expiry = min((jb.start_s + s.min_interval_s for jb, _ in running
-                          if jb.start_s is not None and jb.start_s + s.min_interval_s > now),
+            expiry = min((e[0].start_s + s.min_interval_s for e in self._track.elastic.values()
+                          if e[0].start_s is not None and e[0].start_s + s.min_interval_s > now),
                          default=float("inf"))
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
@@ -212,186 +192,128 @@ class Elastic:
         return tuple(actions)
 
     @staticmethod
-    def _pending(cluster: Cluster) -> list[Job]:
-        """The first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id).
-        With a pending count (the simulator keeps one, its mapping in submission order), the
-        scan stops once it has them and has passed every running job."""
+    def _pending(cluster: Cluster):
+        """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id),
+        how many). With a pending count (the simulator keeps one, its mapping in submission
+        order), they are read lazily: admission stops at the first job left waiting."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
-            return []
-        out: list[Job] = []
+            return iter(()), 0
         if cluster.pending_count is not None:
-            busy = sum(len(n.gpus) - _node_facts(n)[0] for n in cluster.nodes)
-            passed = 0
-            for job in jobs.values():
-                if job.pending:
-                    out.append(job)
-                    if len(out) >= ADMIT_LOOKAHEAD and passed >= busy:
-                        break
-                else:
-                    passed += len(job.uses) or 1
-        else:
-            out = [j for j in jobs.values() if j.pending]
-        out.sort(key=lambda j: (j.submit_s, j.job_id))
-        return out[:ADMIT_LOOKAHEAD]
+            n = min(cluster.pending_count, ADMIT_LOOKAHEAD)
+            return islice((j for j in jobs.values() if j.pending), n), n
+        out = sorted((j for j in jobs.values() if j.pending),
+                     key=lambda j: (j.submit_s, j.job_id))[:ADMIT_LOOKAHEAD]
+        return iter(out), len(out)
 
-    def _admit(self, pending, free, movable, ends, running, gpn, cap, restart, s, actions,
-               budget, cluster) -> bool:
-        """Pending jobs in priority order; True when one could not be admitted."""
-        # when GPUs free by themselves: jobs with a known remaining time
-        for job in pending[:ADMIT_LOOKAHEAD]:
+    def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster):
+        """Pending jobs in priority order; the nodes kept for the first one left waiting (None:
+        none waits)."""
+        budget = s.max_resizes_per_pass
+        restart = s.restart_cost_s
+        jobs_in, count = pending
+        for i, job in enumerate(jobs_in):
+            behind = count - i - 1
             if job.begin_s is not None and job.begin_s > cluster.taken_s:
                 continue
             per, k = (job.gpus, job.num_nodes) if not job.shards else (1, 1)
-            names = _fits(free, per, k)
+            names = fits(free, per, k)
             if names is not None:
-                _take(free, names, per)
+                take(free, names, per)
                 continue
-            rng = _elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
+            queued = per * k
+            got = wait_s(ends, free, per, k, cluster.taken_s)
+            wait, reserved = got if got is not None else (None, [])
+            rng = elastic_range(job.min_gpus, job.max_gpus) if not job.shards else None
+            if rng is not None:
+                est = run_estimate_s(job.time_limit_s, job.app, rng[0], queued)
+                horizon = est if est is not None else (wait or 0.0)
+            else:
+                est, horizon = None, job.time_limit_s or (wait or 0.0)
+            trial = dict(free)
+            plan = None
+            # a shrink costs at least a restart: looked for only when waiting costs more
+            if budget > 0 and (wait is None or wait * (1 + behind) > restart * s.gain_factor):
+                plan = victims(trial, movable, per, k, gpn, restart, horizon)
+                if plan is not None and len(plan[1]) > budget:
+                    plan = None
+            # the cost of each way, as time added to the jobs' completions
+            # every job queued behind this one waits with it (Slurm starts them in order)
+            cost_wait = wait * (1 + behind) if wait is not None else float("inf")
+            cost_shrink = plan[0] * max(1.0, s.gain_factor) if plan is not None else float("inf")
+            start = None
             if rng is not None and budget > 0:
-                # a queued elastic job: the largest allowed count that starts now, else its
-                # minimum (a pending job's new count costs no restart)
-                queued = per * k
                 options = sizes(rng[0], max(rng[0], min(queued, rng[1])), gpn, cap)
-                started = False
                 for m in reversed(options):
+                    if m >= queued:
+                        continue
                     p2, k2 = shape(m, gpn)
-                    names = _fits(free, p2, k2)
-                    if names is not None:
-                        _take(free, names, p2)
-                        if m != queued:
-                            actions.append(_resize(self.name, job, m, gpn,
-                                                   f"elastic: start {queued}->{m} GPUs now", {}))
-                            budget -= 1
-                        started = True
-                        break
-                if started:
-                    continue
-                if options and options[0] != queued:
-                    actions.append(_resize(self.name, job, options[0], gpn,
-                                           f"elastic: queue {queued}->{options[0]} GPUs", {}))
-                    budget -= 1
-                    per, k = shape(options[0], gpn)
-            need = per * k
-            # the wait it would have: until enough GPUs free as running jobs end
-            acc, wait = sum(free.values()), None
-            for rem, n in ends:
-                acc += n
-                if acc >= need:
-                    wait = rem
+                    got = fits(free, p2, k2)
+                    if got is None:
+                        continue
+                    small = run_estimate_s(job.time_limit_s, job.app, rng[0], m)
+                    extra = (small - est) if small is not None and est is not None else 0.0
+                    start = (extra, m, p2, got)
                     break
-            if wait is None or budget <= 0:
-                return True
-            plan = self._victims(free, movable, per, k, gpn, restart, s)
-            if plan is None:
-                return True
+            cost_start = start[0] if start is not None else float("inf")
+            best = min(cost_wait, cost_shrink, cost_start)
+            if best == float("inf") or best == cost_wait:
+                return reserved     # waiting is cheapest: its nodes are kept for it
+            if best == cost_start:
+                _, m, p2, got = start
+                take(free, got, p2)
+                actions.append(_resize(self.name, job, m, gpn,
+                                       f"elastic: start {queued}->{m} GPUs now",
+                                       {"extra_run_s": cost_start, "wait_s": cost_wait}))
+                budget -= 1
+                continue
             loss, cuts = plan
-            if wait <= loss * max(1.0, s.gain_factor):
-                return True
             for m, new in cuts:
-                job_v = cluster.jobs[m.job_id]
-                actions.append(_resize(self.name, job_v, new, gpn,
+                actions.append(_resize(self.name, cluster.jobs[m.job_id], new, gpn,
                                        f"elastic: shrink {m.n}->{new} GPUs to admit {job.job_id}",
-                                       {"wait_saved_s": wait, "loss_s": loss}))
+                                       {"wait_saved_s": cost_wait, "loss_s": loss}))
                 del movable[m.job_id]
                 budget -= 1
-            names = _fits(free, per, k)
-            if names is None:      # not reached: _victims checked the fit
-                return True
-            _take(free, names, per)
-        return False
+            free.clear()
+            free.update(trial)
+            names = fits(free, per, k)
+            if names is None:      # not reached: victims checked the fit
+                return reserved
+            take(free, names, per)
+        return None
 
-    def _victims(self, free, movable, per, k, gpn, restart, s):
-        """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
-        count)]), applied to ``free``; None when they cannot (``free`` then unchanged)."""
-        cands = []
-        for m in movable.values():
-            if m.n <= m.lo:
-                continue
-            smaller = [c for c in sizes(m.lo, m.n - 1, gpn, m.n) if m.within_limit(c, restart)]
-            if not smaller:
-                continue
-            new = smaller[-1]
-            per_gpu_loss = (m.tput(m.n) - m.tput(new)) / max(m.tput(m.n), 1e-12) / (m.n - new)
-            cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
-        cands.sort(key=lambda c: c[:4])
-        trial = dict(free)
-        cuts, loss = [], 0.0
-        for _, _, _, _, m, smaller in cands:
-            if _fits(trial, per, k) is not None:
-                break
-            # the largest smaller count whose release makes the job fit, else the minimum
-            chosen = None
-            for new in reversed(smaller):
-                t2 = dict(trial)
-                self._release(t2, m, new, gpn)
-                if _fits(t2, per, k) is not None:
-                    chosen = (new, t2)
-                    break
-            if chosen is None:
-                new = smaller[0]
-                t2 = dict(trial)
-                self._release(t2, m, new, gpn)
-                chosen = (new, t2)
-            new, trial = chosen
-            cuts.append((m, new))
-            loss += m.remaining_at(new) - m.remaining_s + restart
-        if _fits(trial, per, k) is None:
-            return None
-        free.clear()
-        free.update(trial)
-        return loss, cuts
-
-    @staticmethod
-    def _release(free: dict[str, int], m: JobModel, new: int, gpn: int) -> None:
-        """``free`` after job ``m`` shrinks to ``new`` GPUs, kept on its first nodes."""
-        p, k = shape(new, gpn)
-        kept = 0
-        for node, c in sorted(m.uses.items()):
-            keep = min(c, p) if kept < k else 0
-            kept += keep > 0
-            free[node] = free.get(node, 0) + c - keep
-
-    def _grow(self, free, movable, gpn, cap, restart, s, actions, budget, cluster) -> None:
+    def _grow(self, free, movable, gpn, cap, s, actions, budget, cluster) -> None:
+        """Free GPUs to the growths that save the most time per added GPU, in turn, each job
+        once, where the new count fits (its own GPUs count as free)."""
         total_free = sum(free.values())
-        while budget > 0 and total_free > 0 and movable:
-            best = None
-            for m in movable.values():
-                if m.n >= m.hi:
-                    continue
-                own = dict(free)
-                for node, c in m.uses.items():
-                    own[node] = own.get(node, 0) + c
-                base = m.tput(m.n)
-                per_gpu1 = base / max(prior_at(m.prior, m.n), 1e-12)   # one GPU's throughput
-                for new in sizes(m.n + 1, m.hi, gpn, cap):
-                    if new - m.n > total_free:
-                        break
-                    p, k = shape(new, gpn)
-                    if _fits(own, p, k) is None or not m.within_limit(new, restart):
-                        continue
-                    gain = m.tput(new) - base
-                    if gain < s.min_efficiency * per_gpu1 * (new - m.n):
-                        continue
-                    saved = m.saved_s(new, restart)
-                    if saved <= s.gain_factor * restart:
-                        continue
-                    score = saved / (new - m.n)
-                    if best is None or score > best[0]:
-                        best = (score, m, new, saved)
-            if best is None:
+        if total_free <= 0 or budget <= 0:
+            return
+        grown: set[str] = set()
+        top = max(free.values(), default=0)     # the most GPUs free on one node
+        for _, m, new, saved in growths(total_free, movable, gpn, cap, s.restart_cost_s,
+                                        s.gain_factor, s.min_efficiency):
+            if budget <= 0 or total_free <= 0:
                 return
-            _, m, new, saved = best
-            for node, c in m.uses.items():
-                free[node] = free.get(node, 0) + c
+            if m.job_id in grown or new - m.n > total_free:
+                continue
             p, k = shape(new, gpn)
-            names = _fits(free, p, k)
-            _take(free, names, p)
+            if k == 1 and top < p and all(free.get(nd, 0) + c < p for nd, c in m.uses.items()):
+                continue        # no node could hold it
+            own = dict(free)
+            for node, c in m.uses.items():
+                own[node] = own.get(node, 0) + c
+            names = fits(own, p, k)
+            if names is None:
+                continue
+            take(own, names, p)
+            free.clear()
+            free.update(own)
             total_free = sum(free.values())
+            top = max(free.values(), default=0)
             actions.append(_resize(self.name, cluster.jobs[m.job_id], new, gpn,
                                    f"elastic: grow {m.n}->{new} GPUs",
                                    {"saved_s": saved, "remaining_s": m.remaining_s}))
-            del movable[m.job_id]
+            grown.add(m.job_id)
             budget -= 1
 
 

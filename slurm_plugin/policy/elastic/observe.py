@@ -32,8 +32,9 @@ def usable_rate(p: Progress | None, job: Job, n: int, now_s: float, s: ElasticSe
     if x > s.max_samples_per_s_per_gpu * n:
         return None
     pn, px = history.get(f"elastic:pn:{job.job_id}"), history.get(f"elastic:px:{job.job_id}")
-    if pn and px and pn != n and x > s.superlinear * px * n / pn:
-        return None     # faster than superlinear scaling of its own other measurement
+    if pn and px and pn < n and x > s.superlinear * px * n / pn:
+        return None     # grown, and faster than superlinear scaling of its smaller count
+    # (on fewer GPUs than before, a GPU's share is larger under sublinear scaling: no bound)
     return float(x)
 
 

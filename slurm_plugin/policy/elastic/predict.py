@@ -15,12 +15,13 @@ def shape(total: int, gpn: int) -> tuple[int, int]:
     return gpn, -(-total // gpn)
 
 
-def sizes(lo: int, hi: int, gpn: int, cap: int) -> list[int]:
+@lru_cache(maxsize=4096)
+def sizes(lo: int, hi: int, gpn: int, cap: int) -> tuple[int, ...]:
     """The GPU counts a job may run on: ``lo..hi`` within the cluster (``cap`` GPUs), one node
     (any count up to ``gpn``) or whole nodes (multiples of ``gpn``): the shapes Slurm can give
     as ``-N k --gres=gpu:p``."""
     hi = min(hi, cap)
-    return [n for n in range(max(1, lo), hi + 1) if n <= gpn or n % gpn == 0]
+    return tuple(n for n in range(max(1, lo), hi + 1) if n <= gpn or n % gpn == 0)
 
 
 @lru_cache(maxsize=256)
@@ -50,7 +51,7 @@ class JobModel:
     """One running elastic job as the policy sees it at this pass."""
 
     __slots__ = ("job_id", "n", "lo", "hi", "prior", "x_cur", "n_prev", "x_prev", "remaining_s",
-                 "uses", "ckpt_age_s", "submit_s", "limit_s")
+                 "uses", "ckpt_age_s", "submit_s", "limit_s", "memo")
 
     def __init__(self, job_id: str, n: int, lo: int, hi: int, prior: tuple[float, ...],
                  x_cur: float, remaining_s: float, uses: dict[str, int],
@@ -61,6 +62,13 @@ class JobModel:
         self.n_prev, self.x_prev, self.ckpt_age_s = n_prev, x_prev, ckpt_age_s
         self.submit_s = submit_s
         self.limit_s = limit_s          # Slurm's time limit of a run (a requeue restarts it)
+        self.memo: dict = {}            # what depends only on its count and GPUs (plan.freed)
+
+    def aged(self, dt_s: float) -> "JobModel":
+        """The same model ``dt_s`` later on the same count: its remaining time counted down."""
+        return JobModel(self.job_id, self.n, self.lo, self.hi, self.prior, self.x_cur,
+                        max(0.0, self.remaining_s - dt_s), self.uses, self.n_prev, self.x_prev,
+                        self.ckpt_age_s, self.submit_s, self.limit_s)
 
     def within_limit(self, m: int, restart_s: float) -> bool:
         """A run on ``m`` GPUs from now would end within the job's time limit (10% margin)."""

@@ -28,10 +28,10 @@ class ElasticSettings:
     stale_s: float = 900.0
     # progress above this many samples/s per GPU is not physical: ignored
     max_samples_per_s_per_gpu: float = 1e7
-    # and above ``superlinear`` x linear scaling of the job's own measurement on another count
+    # and, on more GPUs than its previous run, above ``superlinear`` x linear scaling of that run
     superlinear: float = 1.5
-    # worst wait may be this many times slurm-default's (reported by the benchmark; a pending
-    # job waiting past fairness_factor x min_interval_s gets GPUs before any job grows)
+    # worst wait may be this many times slurm-default's (checked by the benchmark: the policy
+    # keeps Slurm's queue order and keeps the nodes the first waiting job counts on from growth)
     fairness_factor: float = 2.0
     # resizes started per reconcile pass (bounds the requeue storm on a live cluster)
     max_resizes_per_pass: int = 16

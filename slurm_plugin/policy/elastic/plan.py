@@ -1,0 +1,172 @@
+"""The ``elastic`` policy's arithmetic on free GPUs: where a count fits, when enough GPUs free
+by themselves, which running jobs to shrink to admit a queued one, and which to grow. Pure
+functions of a free-GPU map (``node -> free GPUs``, first-fit in name order as Slurm's) and
+the running jobs' ``JobModel``s; ``decide`` turns their answers into actions."""
+
+from __future__ import annotations
+
+from .predict import JobModel, prior_at, shape, sizes
+
+
+def fits(free: dict[str, int], per_node: int, nodes: int) -> list[str] | None:
+    """First-fit nodes (name order, as Slurm's) for ``nodes`` x ``per_node`` GPUs, or None."""
+    out = []
+    for name, f in free.items():
+        if f >= per_node:
+            out.append(name)
+            if len(out) == nodes:
+                return out
+    return None
+
+
+def take(free: dict[str, int], names: list[str], per_node: int) -> None:
+    for name in names:
+        free[name] -= per_node
+
+
+def wait_s(ends_on, free: dict[str, int], per: int, k: int,
+           now_s: float) -> tuple[float, list[str]] | None:
+    """(seconds until ``k`` nodes have ``per`` GPUs free as running jobs end, those nodes), as
+    Slurm's reservation sees it; None when they never do. ``ends_on(node)``: (expected end,
+    GPUs there) of its running jobs with a known end, soonest first; ``free``: GPUs free now."""
+    times = []
+    for name, f in free.items():
+        if f >= per:
+            times.append((0.0, name))
+            continue
+        for end, c in ends_on(name):
+            f += c
+            if f >= per:
+                times.append((max(0.0, end - now_s), name))
+                break
+    if len(times) < k:
+        return None
+    times.sort()
+    chosen = times[:k]
+    return chosen[-1][0], [name for _, name in chosen]
+
+
+def release(free: dict[str, int], m: JobModel, new: int, gpn: int) -> None:
+    """``free`` after job ``m`` shrinks to ``new`` GPUs, kept on its first nodes."""
+    for node, c in freed(m, new, gpn).items():
+        free[node] = free.get(node, 0) + c
+
+
+def freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
+    """GPUs job ``m`` frees per node when it shrinks to ``new``, kept on its first nodes
+    (remembered on the model: its GPUs do not change while it is kept)."""
+    key = (new, gpn)
+    got = m.memo.get(key)
+    if got is not None:
+        return got
+    m.memo[key] = out = _freed(m, new, gpn)
+    return out
+
+
+def _freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
+    p, k = shape(new, gpn)
+    kept = 0
+    out = {}
+    for node, c in sorted(m.uses.items()):
+        keep = min(c, p) if kept < k else 0
+        kept += keep > 0
+        if c > keep:
+            out[node] = c - keep
+    return out
+
+
+def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> float:
+    """What job ``m`` loses by running on ``new`` GPUs for ``horizon_s`` (the admitted job's
+    run: its GPUs come back then) instead of its count: the slower progress meanwhile, its
+    restart, and a second restart to grow back when it would still be running."""
+    r = max(m.tput(new) / max(m.tput(m.n), 1e-12), 1e-6)     # speed kept
+    if m.remaining_s / r <= horizon_s:          # it ends on the smaller count
+        return m.remaining_s * (1.0 - r) / r + restart_s
+    return horizon_s * (1.0 - r) + 2.0 * restart_s
+
+
+def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int, gpn: int,
+            restart_s: float, horizon_s: float):
+    """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
+    count)]) with ``free`` updated, or None (``free`` then unchanged). Victims: the jobs
+    losing the least throughput per GPU taken (ties: the most recent checkpoint), each to the
+    largest smaller count that makes the job fit (else its smallest), never below its minimum
+    or past its time limit."""
+    room = dict(free)           # per node: free now plus what every job frees on its minimum
+    shrinkable = []
+    for m in movable.values():
+        if m.n <= m.lo:
+            continue
+        smaller = sizes(m.lo, m.n - 1, gpn, m.n)
+        if not smaller:
+            continue
+        shrinkable.append((m, smaller))
+        for node, c in freed(m, smaller[0], gpn).items():
+            if node in room:
+                room[node] += c
+    if sum(1 for f in room.values() if f >= per) < k:
+        return None             # not even every job on its minimum makes room
+    cands = []
+    for m, smaller in shrinkable:
+        new = smaller[-1]
+        base = m.tput(m.n)
+        per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (m.n - new)
+        cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
+    cands.sort(key=lambda c: c[:4])
+    trial = dict(free)
+    ok = sum(1 for f in trial.values() if f >= per)      # nodes that hold ``per`` now
+    cuts, loss = [], 0.0
+    for _, _, _, _, m, smaller in cands:
+        if ok >= k:
+            break
+        chosen = None
+        for new in reversed(smaller):
+            if not m.within_limit(new, restart_s):
+                break           # fewer GPUs are slower still
+            extra = freed(m, new, gpn)
+            gained = sum(1 for node, c in extra.items()
+                         if node in trial and trial[node] < per <= trial[node] + c)
+            chosen = (new, extra, gained)
+            if ok + gained >= k:
+                break
+        if chosen is None:
+            continue
+        new, extra, gained = chosen
+        for node, c in extra.items():
+            if node in trial:
+                trial[node] += c
+        ok += gained
+        cuts.append((m, new))
+        loss += shrink_loss_s(m, new, horizon_s, restart_s)
+    if ok < k:
+        return None
+    free.clear()
+    free.update(trial)
+    return loss, cuts
+
+
+def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
+            restart_s: float, gain_factor: float, min_efficiency: float) -> list[tuple]:
+    """(score, model, new count, saved_s) of every growth worth its restart, the most time
+    saved per added GPU first: each added GPU must add ``min_efficiency`` of one GPU's
+    throughput, the time saved exceed ``gain_factor`` x the restart cost, the run on the new
+    count end within the job's time limit, and the GPUs added be at most ``total_free``
+    (whether they fit is the caller's check)."""
+    out = []
+    for m in movable.values():
+        if m.n >= m.hi:
+            continue
+        base = m.tput(m.n)
+        per_gpu1 = base / max(prior_at(m.prior, m.n), 1e-12)     # one GPU's throughput
+        for new in sizes(m.n + 1, m.hi, gpn, cap):
+            if new - m.n > total_free:
+                break
+            gain = m.tput(new) - base
+            if gain < min_efficiency * per_gpu1 * (new - m.n):
+                continue
+            saved = m.saved_s(new, restart_s)
+            if saved <= gain_factor * restart_s or not m.within_limit(new, restart_s):
+                continue
+            out.append((saved / (new - m.n), m, new, saved))
+    out.sort(key=lambda g: -g[0])
+    return out

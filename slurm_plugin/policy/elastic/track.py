@@ -1,0 +1,195 @@
+"""The running jobs as the ``elastic`` policy follows them from pass to pass: which jobs hold
+GPUs, the model of each elastic one, and when each is expected to end per node. A pass costs
+the nodes that changed since the last one (the simulator's ``nodes_log``; without it, every
+node) and one step per running job; a job's progress is read again only once its model is
+as old as a reading may be (``stale_s``, or an eighth of its remaining time when that is
+longer) or when it restarts."""
+
+from __future__ import annotations
+
+from collections import ChainMap
+
+from ...model import Job
+from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
+from .predict import JobModel, prior
+from .settings import ElasticSettings
+
+_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
+
+
+def node_facts(node) -> tuple:
+    """(free GPUs, ids of exclusive jobs, available) of a node view, cached on the view object
+    (the simulator hands in the same object while a node is unchanged)."""
+    c = _NODE_CACHE.get(node.name)
+    if c is not None and c[0] is node:
+        return c[1], c[2], c[3]
+    free = 0
+    ids = []
+    for g in node.gpus:
+        if g.is_free:
+            free += 1
+        elif g.exclusive_job is not None and g.exclusive_job not in ids:
+            ids.append(g.exclusive_job)
+    if len(_NODE_CACHE) > 100_000:
+        _NODE_CACHE.clear()
+    avail = node.available
+    _NODE_CACHE[node.name] = (node, free, tuple(ids), avail)
+    return free, tuple(ids), avail
+
+
+def elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
+    if lo is None or hi is None:
+        return None
+    lo, hi = max(1, lo), max(1, hi)
+    return (lo, hi) if hi > lo else None
+
+
+class Tracker:
+    def __init__(self) -> None:
+        self.version: int | None = None          # nodes_version of the last pass
+        self.seen = False                         # a pass has run
+        self.node_ids: dict[str, tuple[str, ...]] = {}
+        self.refs: dict[str, int] = {}            # job id -> nodes that list it
+        # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end,
+        # read again at]
+        self.entries: dict[str, list] = {}
+        self.elastic: dict[str, list] = {}        # the entries of elastic jobs
+        self.node_ends: dict[str, dict[str, tuple[float, int]]] = {}   # node -> job -> (end, GPUs)
+        self.sorted_ends: dict[str, list[tuple[float, int]]] = {}      # the same, soonest first
+
+    def _changed(self, cluster) -> list | None:
+        """The node views that changed since the last pass, None when unknown (all)."""
+        ver, log = cluster.nodes_version, cluster.nodes_log
+        last, self.version = self.version, ver
+        if ver is None or last is None or log is None:
+            return None
+        if ver == last:
+            return []
+        names: set[str] = set()
+        for v in range(last + 1, ver + 1):
+            got = log.get(v)
+            if got is None:
+                return None
+            names.update(got)
+        return [n for n in cluster.nodes if n.name in names]
+
+    def update(self, ctx, s: ElasticSettings, cap: int) -> tuple[list[JobModel], dict]:
+        """This pass's models of the elastic jobs with usable progress, and the history
+        updates of the readings taken."""
+        cluster, now = ctx.cluster, ctx.now_s
+        self.seen = True
+        changed = self._changed(cluster)
+        jobs = cluster.jobs
+        entries = self.entries
+        refs = self.refs
+        if changed is None:
+            changed = cluster.nodes           # every node read again, every job checked
+            gone = set(self.node_ids) - {n.name for n in changed}
+            for name in gone:
+                for jid in self.node_ids.pop(name):
+                    refs[jid] -= 1
+        check = set()
+        for n in changed:
+            ids = node_facts(n)[1]
+            old = self.node_ids.get(n.name, ())
+            for jid in old:
+                refs[jid] -= 1
+            for jid in ids:
+                refs[jid] = refs.get(jid, 0) + 1
+            check.update(old)
+            check.update(ids)
+            self.node_ids[n.name] = ids
+        if check:
+            live = set()
+            for jid in check:
+                if refs.get(jid, 0) <= 0:
+                    refs.pop(jid, None)
+                    if jid in entries:
+                        self._drop(jid)
+                else:
+                    live.add(jid)
+            for jid in sorted(live):    # a fixed order
+                job = jobs.get(jid)
+                e = entries.get(jid)
+                if job is None or not job.running or job.shards:
+                    if e is not None:
+                        self._drop(jid)
+                    continue
+                if e is None or e[0] is not job:
+                    if e is not None:
+                        self._drop(jid)
+                    self._add(job)
+        updates: dict[str, float] = {}
+        models: list[JobModel] = []
+        hist, progress = ctx.history, ctx.readings.progress
+        for jid, e in self.elastic.items():
+            m = e[4]
+            if m is None or now >= e[7]:
+                m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates)
+                e[4], e[5] = m, now
+                if m is not None:
+                    self._set_end(jid, e, now + m.remaining_s)
+                    e[7] = now + max(s.stale_s, 0.125 * m.remaining_s)     # read again then
+            else:
+                rem = e[6] - now
+                m.remaining_s = rem if rem > 0.0 else 0.0
+            if m is not None:
+                models.append(m)
+        return models, updates
+
+    def _add(self, job: Job) -> None:
+        uses: dict[str, int] = {}
+        for u in job.uses:
+            uses[u.node] = uses.get(u.node, 0) + 1
+        n = len(job.uses) or job.gpus * job.num_nodes
+        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None, 0.0]
+        self.entries[job.job_id] = e
+        if e[3] is not None:
+            self.elastic[job.job_id] = e
+        if job.start_s is not None and job.time_limit_s:
+            self._set_end(job.job_id, e, job.start_s + job.time_limit_s)   # Slurm's
+
+    def _set_end(self, jid: str, e: list, end: float) -> None:
+        e[6] = end
+        for name, c in e[2].items():
+            self.node_ends.setdefault(name, {})[jid] = (end, c)
+            self.sorted_ends.pop(name, None)
+
+    def ends_on(self, name: str) -> list[tuple[float, int]]:
+        """(expected end, GPUs there) of the running jobs on node ``name``, soonest first."""
+        got = self.sorted_ends.get(name)
+        if got is None:
+            got = self.sorted_ends[name] = sorted(self.node_ends.get(name, {}).values())
+        return got
+
+    def _drop(self, jid: str) -> None:
+        e = self.entries.pop(jid)
+        self.elastic.pop(jid, None)
+        for name in e[2]:
+            d = self.node_ends.get(name)
+            if d is not None:
+                d.pop(jid, None)
+            self.sorted_ends.pop(name, None)
+
+    def running(self):
+        """(job view, GPUs) of every running job."""
+        return [(e[0], e[1]) for e in self.entries.values()]
+
+
+def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
+           now: float, s: ElasticSettings, cap: int,
+           updates: dict[str, float]) -> JobModel | None:
+    p = progress.get(job.job_id)
+    x = usable_rate(p, job, n, now, s, hist)
+    if x is None:
+        return None             # no usable progress: keeps its count
+    upd = run_updates(p, job, n, x, hist)
+    updates.update(upd)
+    view = ChainMap(upd, hist) if upd else hist
+    rem = remaining_s(p, job, now, view)
+    if rem is None:
+        return None
+    return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
+                    int(view.get(f"elastic:pn:{job.job_id}", 0)),
+                    view.get(f"elastic:px:{job.job_id}", 0.0), epoch_fraction(p),
+                    job.submit_s, job.time_limit_s)
