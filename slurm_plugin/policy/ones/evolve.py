@@ -81,6 +81,18 @@ class Room:
             self._set(name, self.free[name] - c)
         return True
 
+    def fits(self, uses: dict[str, int], n: int) -> bool:
+        """Whether ``place(n)`` would find GPUs once ``uses`` were released (changes nothing)."""
+        gpn, free, buckets = self.gpn, self.free, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                if buckets[c]:
+                    return True
+            return any(free.get(name, 0) + c >= n for name, c in uses.items())
+        whole = len(buckets[gpn]) + sum(1 for name, c in uses.items()
+                                        if free.get(name, 0) < gpn <= free.get(name, 0) + c)
+        return whole >= -(-n // gpn)
+
     def place(self, n: int) -> dict[str, int] | None:
         """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
         gpn = self.gpn
@@ -152,11 +164,10 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> Non
         if genes[i] != g:
             continue
         p = plans[i]
+        if not room.fits(where[i], p.options[g + 1][0]):
+            continue
         room.release(where[i])
         got = room.place(p.options[g + 1][0])
-        if got is None:
-            room.take(where[i])
-            continue
         genes[i], where[i] = g + 1, got
         push(i)
 
@@ -183,13 +194,25 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
                 genes[i] = -1
         return genes
 
-    seed = repair(plans, [p.cur for p in plans], room0)
-    pop = {seed[1]: seed}
+    memo: dict[tuple[int, ...], tuple[float, tuple[int, ...]]] = {}
+
+    def fix(genes: list[int]) -> tuple[float, tuple[int, ...]]:
+        """``repair``, once per distinct schedule (a repair draws nothing)."""
+        key = tuple(genes)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = repair(plans, genes, room0)
+        return out
+
+    seed = fix([p.cur for p in plans])
+    if all(p.running for p in plans):
+        return seed, seed       # no queued job: the running schedule refilled
+    ranked = [seed]
     for _ in range(size - 1):
-        c = repair(plans, mutate(list(seed[1])), room0)
-        pop.setdefault(c[1], c)
-    ranked = sorted(pop.values(), key=lambda c: -c[0])[:size]
+        ranked.append(fix(mutate(list(seed[1]))))
+    ranked = sorted({c[1]: c for c in ranked}.values(), key=lambda c: -c[0])[:size]
     for _ in range(generations):
+        best = ranked[0][0]
         children = []
         for _ in range(size):
             a, b = (rng.sample(ranked, 2) if len(ranked) > 1 else (ranked[0], ranked[0]))
@@ -197,8 +220,8 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
             for i in free:
                 if rng.random() < p_cross:
                     genes[i] = b[1][i]
-            children.append(repair(plans, mutate(genes), room0))
-        for c in children:
-            pop.setdefault(c[1], c)
+            children.append(fix(mutate(genes)))
         ranked = sorted({c[1]: c for c in ranked + children}.values(), key=lambda c: -c[0])[:size]
+        if ranked[0][0] <= best:
+            break               # converged: a generation found nothing fitter
     return seed, ranked[0]
