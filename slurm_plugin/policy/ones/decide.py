@@ -19,6 +19,7 @@ A non-elastic job is never resized (a queued one may be held or released).
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context
@@ -69,6 +70,19 @@ def _profiled(job: Job) -> bool:
     return job.batch_size is not None and job.app in pollux_apps()
 
 
+@lru_cache(maxsize=4096)
+def _sizes(lo: int, hi: int, gpn: int, cap: int) -> tuple[int, ...]:
+    return tuple(sizes(lo, hi, gpn, cap))
+
+
+@lru_cache(maxsize=4096)
+def _speedups(app: str | None, lo: int, hi: int, gpn: int, cap: int,
+              n_ref: int) -> tuple[tuple[int, float, float], ...]:
+    """Each allowed count with its class's speedup and the speedup at ``n_ref``."""
+    p = prior(app)
+    return tuple((m, prior_at(p, m), prior_at(p, n_ref)) for m in _sizes(lo, hi, gpn, cap))
+
+
 def _range(job: Job, cap: int) -> tuple[int, int]:
     n = job.gpus * job.num_nodes
     if job.min_gpus is None or job.max_gpus is None or job.max_gpus <= job.min_gpus:
@@ -87,7 +101,7 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
     cur_opt = None
     if _profiled(job):
         ref = job.batch_size
-        for m in sizes(lo, hi, gpn, cap):
+        for m in _sizes(lo, hi, gpn, cap):
             bb = best_batch(job.app, m, job.min_batch_size, job.max_batch_size, eff, ref)
             if bb is not None:
                 opts.append((m, bb[0], bb[1]))
@@ -100,9 +114,8 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
             n_now_ref = n_req
         else:
             n_now_ref = n_now
-        p = prior(job.app)
-        for m in sizes(lo, hi, gpn, cap):
-            opts.append((m, None, x_now * prior_at(p, m) / prior_at(p, n_now_ref)))
+        for m, sp, sp_ref in _speedups(job.app, lo, hi, gpn, cap, n_now_ref):
+            opts.append((m, None, x_now * sp / sp_ref))
         if n_now:
             cur_opt = (n_now, None, x_now)
     useful: list[tuple[int, int | None, float]] = []
