@@ -21,7 +21,7 @@ class Plan:
     """One job as the population sees it."""
 
     __slots__ = ("job_id", "running", "fixed", "options", "cur", "remaining", "restart_s",
-                 "order", "uses", "scores")
+                 "order", "uses", "scores", "growth")
 
     def __init__(self, job_id: str, running: bool, fixed: bool,
                  options: list[tuple[int, int | None, float]], cur: int, remaining: float,
@@ -30,6 +30,11 @@ class Plan:
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
         self.scores = [self._score(i) for i in range(len(options))]
+        # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
+        self.growth: list[float | None] = [
+            -(self.scores[g + 1] - self.scores[g]) / max(options[g + 1][0] - options[g][0], 1)
+            if not fixed and self.scores[g + 1] - self.scores[g] > 0 else None
+            for g in range(len(options) - 1)] + [None]
 
     def _score(self, i: int) -> float:
         r = self.options[i][2]
@@ -149,27 +154,23 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> Non
             genes[i], where[i] = 0, got
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
 
-    def push(i: int) -> None:
-        p, g = plans[i], genes[i]
-        if g < 0 or p.fixed or g + 1 >= len(p.options):
-            return
-        gain = p.scores[g + 1] - p.scores[g]
-        if gain > 0:
-            heapq.heappush(heap, (-gain / max(p.options[g + 1][0] - p.options[g][0], 1), i, g))
-
-    for i in range(len(plans)):
-        push(i)
+    for i, p in enumerate(plans):
+        g = genes[i]
+        if g >= 0 and (x := p.growth[g]) is not None:
+            heap.append((x, i, g))
+    heapq.heapify(heap)
     while heap and room.total > 0:
         _, i, g = heapq.heappop(heap)
         if genes[i] != g:
             continue
         p = plans[i]
-        if not room.fits(where[i], p.options[g + 1][0]):
+        n = p.options[g + 1][0]
+        if not room.fits(where[i], n):
             continue
         room.release(where[i])
-        got = room.place(p.options[g + 1][0])
-        genes[i], where[i] = g + 1, got
-        push(i)
+        genes[i], where[i] = g + 1, room.place(n)
+        if (x := p.growth[g + 1]) is not None:
+            heapq.heappush(heap, (x, i, g + 1))
 
 
 def fitness(plans: list[Plan], genes: list[int]) -> float:
