@@ -15,7 +15,8 @@ def test_fits_agrees_with_release_then_place():
         gpn = rng.choice((4, 8))
         room = Room({f"n{i}": rng.randint(0, gpn) for i in range(rng.randint(1, 6))}, gpn)
         names = list(room.free)
-        uses = {nm: rng.randint(1, gpn) for nm in rng.sample(names, rng.randint(0, min(2, len(names))))}
+        picked = rng.sample(names, rng.randint(0, min(2, len(names))))
+        uses = {nm: rng.randint(1, gpn) for nm in picked}
         uses = {nm: min(c, gpn - room.free[nm]) for nm, c in uses.items()}
         uses = {nm: c for nm, c in uses.items() if c > 0}
         n = rng.randint(1, 3 * gpn)
