@@ -19,6 +19,7 @@ A non-elastic job is never resized (a queued one may be held or released).
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context
@@ -27,6 +28,7 @@ from ..elastic.predict import prior, prior_at, shape, sizes
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate
 from .predict import best_batch, goodput, lr_scale
+from .quiet import Quiet, hold, renew, still_quiet
 from .settings import OnesSettings, parse_settings
 
 NAME = "ones"
@@ -68,6 +70,19 @@ def _profiled(job: Job) -> bool:
     return job.batch_size is not None and job.app in pollux_apps()
 
 
+@lru_cache(maxsize=4096)
+def _sizes(lo: int, hi: int, gpn: int, cap: int) -> tuple[int, ...]:
+    return tuple(sizes(lo, hi, gpn, cap))
+
+
+@lru_cache(maxsize=4096)
+def _speedups(app: str | None, lo: int, hi: int, gpn: int, cap: int,
+              n_ref: int) -> tuple[tuple[int, float, float], ...]:
+    """Each allowed count with its class's speedup and the speedup at ``n_ref``."""
+    p = prior(app)
+    return tuple((m, prior_at(p, m), prior_at(p, n_ref)) for m in _sizes(lo, hi, gpn, cap))
+
+
 def _range(job: Job, cap: int) -> tuple[int, int]:
     n = job.gpus * job.num_nodes
     if job.min_gpus is None or job.max_gpus is None or job.max_gpus <= job.min_gpus:
@@ -86,7 +101,7 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
     cur_opt = None
     if _profiled(job):
         ref = job.batch_size
-        for m in sizes(lo, hi, gpn, cap):
+        for m in _sizes(lo, hi, gpn, cap):
             bb = best_batch(job.app, m, job.min_batch_size, job.max_batch_size, eff, ref)
             if bb is not None:
                 opts.append((m, bb[0], bb[1]))
@@ -99,9 +114,8 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
             n_now_ref = n_req
         else:
             n_now_ref = n_now
-        p = prior(job.app)
-        for m in sizes(lo, hi, gpn, cap):
-            opts.append((m, None, x_now * prior_at(p, m) / prior_at(p, n_now_ref)))
+        for m, sp, sp_ref in _speedups(job.app, lo, hi, gpn, cap, n_now_ref):
+            opts.append((m, None, x_now * sp / sp_ref))
         if n_now:
             cur_opt = (n_now, None, x_now)
     useful: list[tuple[int, int | None, float]] = []
@@ -127,13 +141,21 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
 class Ones:
     name = NAME
 
+    def __init__(self) -> None:
+        self._quiet: Quiet | None = None     # the last pass that only held queued jobs
+
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return elastic_placement(self.name, request, ctx, queue_at_min=False)
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         s = parse_settings(ctx.settings)
         cluster, now, hist = ctx.cluster, ctx.now_s, ctx.history
+        if still_quiet(self._quiet, cluster, ctx.history_version, now):
+            return renew(self._quiet, cluster, now, s.hold_s)
+        self._quiet = None
         gpn, cap = _gpn(cluster), cluster.gpu_count
+        until = float("inf")        # the next hysteresis end
+        waiting = False             # a job whose rate is not measured yet
         progress = ctx.readings.progress
         updates: dict[str, float] = {}
         plans: list[Plan] = []
@@ -141,21 +163,24 @@ class Ones:
         fracs: dict[str, float] = {}
         movable: list[tuple[float, Plan]] = []
         for job in _running(cluster):
+            lo, hi = _range(job, cap)
+            prof = _profiled(job)
+            if lo == hi and not prof:
+                continue        # not elastic: keeps its GPUs, not in the population
+            f = fraction_done(progress.get(job.job_id), job, now, hist)
+            young = job.start_s is not None and now - job.start_s < s.min_interval_s
+            if young:
+                until = min(until, job.start_s + s.min_interval_s)
+            x = None
+            if f is not None and not prof:      # a new run's first reading is recorded
+                x = run_rate(progress[job.job_id], job, f, now, hist, updates)
+                waiting = waiting or (x is None and not young)
+            if f is None or young or (x is None and not prof):
+                continue        # keeps its GPUs: not in the population
             n = len(job.uses)
             uses: dict[str, int] = {}
             for u in job.uses:
                 uses[u.node] = uses.get(u.node, 0) + 1
-            lo, hi = _range(job, cap)
-            f = None
-            if lo < hi or _profiled(job):
-                f = fraction_done(progress.get(job.job_id), job, now, hist)
-            young = job.start_s is not None and now - job.start_s < s.min_interval_s
-            x = None
-            if f is not None and not _profiled(job):
-                x = run_rate(progress[job.job_id], job, f, now, hist, updates)
-            if f is None or young or lo == hi and not _profiled(job) or \
-                    (x is None and not _profiled(job)):
-                continue        # keeps its GPUs: not in the population
             opts, cur = _options(job, n, x, s, gpn, cap, f)
             if cur < 0 or len(opts) < 2:
                 continue
@@ -179,13 +204,18 @@ class Ones:
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
                                   why="ones: progress of new runs"))
-        if not plans:
-            return tuple(actions)
-        rng = random.Random(f"{s.seed}:{now!r}")
-        seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
-                            s.crossover_p, s.mutation_p, rng)
-        chosen = best if best[0] > seed[0] * (1.0 + s.min_gain) else seed
-        actions += self._actions(plans, chosen[1], jobs, fracs, now, s, gpn)
+        genes: tuple[int, ...] = ()
+        if plans:
+            rng = random.Random(f"{s.seed}:{now!r}")
+            seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
+                                s.crossover_p, s.mutation_p, rng)
+            genes = (best if best[0] > seed[0] * (1.0 + s.min_gain) else seed)[1]
+            actions += self._actions(plans, genes, jobs, fracs, now, s, gpn)
+        if cluster.nodes_version is not None and not waiting and \
+                all(a.kind == "defer" and a.begin_s > now for a in actions):
+            held = tuple(p.job_id for p, g in zip(plans, genes) if g < 0 and not p.running)
+            self._quiet = Quiet(cluster.nodes_version, cluster.pending_count, ctx.history_version,
+                                until, held)
         return tuple(actions)
 
     @staticmethod
@@ -207,9 +237,8 @@ class Ones:
                                       num_nodes=job.num_nodes, why="ones: stopped for the schedule"))
                     out.append(Action(kind="defer", job_id=p.job_id, policy=NAME,
                                       begin_s=now + s.hold_s, why="ones: held"))
-                elif not held or job.begin_s < now + s.hold_s / 2:
-                    out.append(Action(kind="defer", job_id=p.job_id, policy=NAME,
-                                      begin_s=now + s.hold_s, why="ones: held"))
+                elif (a := hold(job, now, s.hold_s)) is not None:
+                    out.append(a)
                 continue
             n, batch, rate = p.options[g]
             queued = job.gpus * job.num_nodes

@@ -21,7 +21,7 @@ class Plan:
     """One job as the population sees it."""
 
     __slots__ = ("job_id", "running", "fixed", "options", "cur", "remaining", "restart_s",
-                 "order", "uses", "scores")
+                 "order", "uses", "scores", "growth")
 
     def __init__(self, job_id: str, running: bool, fixed: bool,
                  options: list[tuple[int, int | None, float]], cur: int, remaining: float,
@@ -30,6 +30,11 @@ class Plan:
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
         self.scores = [self._score(i) for i in range(len(options))]
+        # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
+        self.growth: list[float | None] = [
+            -(self.scores[g + 1] - self.scores[g]) / max(options[g + 1][0] - options[g][0], 1)
+            if not fixed and self.scores[g + 1] - self.scores[g] > 0 else None
+            for g in range(len(options) - 1)] + [None]
 
     def _score(self, i: int) -> float:
         r = self.options[i][2]
@@ -80,6 +85,18 @@ class Room:
         for name, c in uses.items():
             self._set(name, self.free[name] - c)
         return True
+
+    def fits(self, uses: dict[str, int], n: int) -> bool:
+        """Whether ``place(n)`` would find GPUs once ``uses`` were released (changes nothing)."""
+        gpn, free, buckets = self.gpn, self.free, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                if buckets[c]:
+                    return True
+            return any(free.get(name, 0) + c >= n for name, c in uses.items())
+        whole = len(buckets[gpn]) + sum(1 for name, c in uses.items()
+                                        if free.get(name, 0) < gpn <= free.get(name, 0) + c)
+        return whole >= -(-n // gpn)
 
     def place(self, n: int) -> dict[str, int] | None:
         """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
@@ -137,28 +154,23 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> Non
             genes[i], where[i] = 0, got
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
 
-    def push(i: int) -> None:
-        p, g = plans[i], genes[i]
-        if g < 0 or p.fixed or g + 1 >= len(p.options):
-            return
-        gain = p.scores[g + 1] - p.scores[g]
-        if gain > 0:
-            heapq.heappush(heap, (-gain / max(p.options[g + 1][0] - p.options[g][0], 1), i, g))
-
-    for i in range(len(plans)):
-        push(i)
+    for i, p in enumerate(plans):
+        g = genes[i]
+        if g >= 0 and (x := p.growth[g]) is not None:
+            heap.append((x, i, g))
+    heapq.heapify(heap)
     while heap and room.total > 0:
         _, i, g = heapq.heappop(heap)
         if genes[i] != g:
             continue
         p = plans[i]
-        room.release(where[i])
-        got = room.place(p.options[g + 1][0])
-        if got is None:
-            room.take(where[i])
+        n = p.options[g + 1][0]
+        if not room.fits(where[i], n):
             continue
-        genes[i], where[i] = g + 1, got
-        push(i)
+        room.release(where[i])
+        genes[i], where[i] = g + 1, room.place(n)
+        if (x := p.growth[g + 1]) is not None:
+            heapq.heappush(heap, (x, i, g + 1))
 
 
 def fitness(plans: list[Plan], genes: list[int]) -> float:
@@ -183,13 +195,25 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
                 genes[i] = -1
         return genes
 
-    seed = repair(plans, [p.cur for p in plans], room0)
-    pop = {seed[1]: seed}
+    memo: dict[tuple[int, ...], tuple[float, tuple[int, ...]]] = {}
+
+    def fix(genes: list[int]) -> tuple[float, tuple[int, ...]]:
+        """``repair``, once per distinct schedule (a repair draws nothing)."""
+        key = tuple(genes)
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = repair(plans, genes, room0)
+        return out
+
+    seed = fix([p.cur for p in plans])
+    if all(p.running for p in plans):
+        return seed, seed       # no queued job: the running schedule refilled
+    ranked = [seed]
     for _ in range(size - 1):
-        c = repair(plans, mutate(list(seed[1])), room0)
-        pop.setdefault(c[1], c)
-    ranked = sorted(pop.values(), key=lambda c: -c[0])[:size]
+        ranked.append(fix(mutate(list(seed[1]))))
+    ranked = sorted({c[1]: c for c in ranked}.values(), key=lambda c: -c[0])[:size]
     for _ in range(generations):
+        best = ranked[0][0]
         children = []
         for _ in range(size):
             a, b = (rng.sample(ranked, 2) if len(ranked) > 1 else (ranked[0], ranked[0]))
@@ -197,8 +221,8 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
             for i in free:
                 if rng.random() < p_cross:
                     genes[i] = b[1][i]
-            children.append(repair(plans, mutate(genes), room0))
-        for c in children:
-            pop.setdefault(c[1], c)
+            children.append(fix(mutate(genes)))
         ranked = sorted({c[1]: c for c in ranked + children}.values(), key=lambda c: -c[0])[:size]
+        if ranked[0][0] <= best:
+            break               # converged: a generation found nothing fitter
     return seed, ranked[0]
