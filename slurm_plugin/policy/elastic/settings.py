@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
+from ..base import SITE_KEYS
 
 SOURCE = "elastic"
 
@@ -58,19 +59,17 @@ def _number(key: str, value: Any) -> float:
 
 
 _CACHE: tuple[Any, ElasticSettings] | None = None
-# The ``[policy]`` keys every policy's settings carry (``config.policy_settings``).
-_POLICY_KEYS = frozenset({"name", "allow_share", "fail_open"})
 
 
 def parse_settings(raw: Mapping[str, Any] | None) -> ElasticSettings:
     """Settings from the policy's section (unknown keys are an error that lists the known;
-    the ``[policy]`` keys are passed over)."""
+    the keys every policy's settings carry, ``base.SITE_KEYS``, are passed over)."""
     global _CACHE
     if _CACHE is not None and _CACHE[0] is raw:
         return _CACHE[1]
     values = {}
     for key, value in (raw or {}).items():
-        if key in _POLICY_KEYS:
+        if key in SITE_KEYS:
             continue
         if key not in _KEYS:
             raise ConfigError(SOURCE, key, value, f"unknown key; known: {', '.join(sorted(_KEYS))}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
+from ..base import SITE_KEYS
 
 SOURCE = "ones"
 
@@ -72,6 +73,8 @@ def parse_settings(raw: Mapping[str, Any] | None) -> OnesSettings:
         return _CACHE[1]
     values = {}
     for key, value in (raw or {}).items():
+        if key in SITE_KEYS:
+            continue
         if key not in _MIN:
             raise ConfigError(SOURCE, key, value, f"unknown key; known: {', '.join(sorted(_MIN))}")
         values[key] = _number(key, value)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
+from ..base import SITE_KEYS
 
 SOURCE = "tiresias"
 
@@ -39,6 +40,8 @@ def parse_settings(raw: Mapping[str, Any] | None) -> TiresiasSettings:
         return _CACHE[1]
     values: dict[str, Any] = {}
     for key, value in (raw or {}).items():
+        if key in SITE_KEYS:
+            continue
         if key == "thresholds_gpu_s":
             ok = isinstance(value, (list, tuple)) and value and all(
                 not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
