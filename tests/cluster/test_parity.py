@@ -38,10 +38,11 @@ VOLATILE = {"SubmitTime", "EligibleTime", "AccrueTime", "StartTime", "EndTime", 
             "LastSchedEval", "SuspendTime", "SecsPreSuspend", "PreemptEligibleTime",
             "PreemptTime", "ResizeTime", "AllocNode:Sid"}
 # a job that runs: its state, and what the scheduler that started it (main or backfill) shows
-# (a backfilled job without a limit shows TimeLimit=365-00:00:00); the held cases compare these
+# (a backfilled job without a limit shows TimeLimit=365-00:00:00; 24.11's AllocTRES is (null)
+# until it is allocated); the held cases compare these
 VOLATILE_RUNNING = VOLATILE | {"JobState", "Reason", "NodeList", "BatchHost", "Priority",
-                               "NumNodes", "NumCPUs", "TRES", "Restarts", "ExitCode",
-                               "Scheduler", "TimeLimit"}
+                               "NumNodes", "NumCPUs", "TRES", "AllocTRES", "Restarts",
+                               "ExitCode", "Scheduler", "TimeLimit"}
 _KEY = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_:/]*)=")      # Slurm's keys are capitalised
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 _TAG = re.compile(r"(^|\s)wb:policy=\S+$")
