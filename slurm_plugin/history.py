@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 FILE_NAME = "history.json"
 GROUP_PREFIXES = ("mark:", "seen:")
 MEAN_PREFIXES = ("pair:", "job:")       # observed figures, averaged; all else: last value
-JOB_PREFIXES = ("elastic:",)            # per-job state, ``<prefix>...:<job id>``
+JOB_PREFIXES = ("elastic:", "ones:", "tiresias:")     # per-job state, ``<prefix>...:<job id>``
 
 
 class History:
@@ -58,7 +58,7 @@ class History:
     def forget_groups(self, live_job_ids: Collection[str]) -> int:
         """Drop the per-group bookkeeping (``mark:<group>:...``, ``seen:<group>``; a group is
         its job ids joined by "+") of groups none of whose jobs is live, and the per-job state
-        (``elastic:...:<job>``) of jobs that are not live. Returns how many keys went. Observed
+        (``elastic:...:<job>``, ``ones:``, ``tiresias:``) of jobs that are not live. Returns how many keys went. Observed
         figures (``pair:...``, ``job:...``) are kept."""
         live = set(live_job_ids)
         gone = [k for k in self._data if (k.startswith(GROUP_PREFIXES)

@@ -51,7 +51,8 @@ def test_policy_state_keeps_the_last_value_as_in_the_simulator(tmp_path):
 
 def test_per_job_state_goes_with_its_job(tmp_path):
     h = History(tmp_path / FILE_NAME)
-    for key in ("elastic:n:7", "elastic:run:7", "elastic:n:8", "greenflow.spent_g"):
+    for key in ("elastic:n:7", "elastic:run:7", "elastic:n:8", "greenflow.spent_g",
+                "ones:f0:7", "tiresias:a:7"):
         h.add(key, 1.0)
-    assert h.forget_groups({"8"}) == 2
+    assert h.forget_groups({"8"}) == 4
     assert sorted(h.view()) == ["elastic:n:8", "greenflow.spent_g"]
