@@ -9,7 +9,8 @@ Counterfactual, per record (one job on one node), from the calibrated physics:
 - ``slowdown`` is the class's co-location slowdown with the records that shared GPUs on the
   same node at an overlapping time (``physics.group_slowdowns``); the record does not say
   which GPU, so every such record counts as a co-runner; none found: 1 (no speed-up claimed);
-- a job with no ``app`` uses ``default_app``;
+- a job with no ``app``, or an app that is not a known job class (a researcher may declare
+  any name), uses ``default_app``: one unknown name never fails the whole report;
 - carbon: the counterfactual energy at the job's own mean intensity (``co2_g / energy_j``).
 ``saved = counterfactual - measured``: positive when sharing saved energy.
 """
@@ -22,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from ..errors import InputError
 from ..physics import group_slowdowns, job_class
 from .records import EnergyRecord
 
@@ -56,19 +58,25 @@ def co_runners(records: Sequence[EnergyRecord]) -> dict[int, list[int]]:
     return out
 
 
+def _class_or_default(app: str | None, default_app: str):
+    try:
+        return job_class(app or default_app)
+    except InputError:
+        return job_class(default_app)
+
+
 def counterfactual(r: EnergyRecord, others: Iterable[EnergyRecord], default_app: str,
                    gpu_model: str = "V100") -> Counterfactual:
-    app = r.app or default_app
-    cls = job_class(app)
+    cls = _class_or_default(r.app, default_app)
     if r.shared_gpu_s <= 0 or r.gpu_s <= 0:
-        return Counterfactual(r.energy_j, r.co2_g, 1.0, app)
-    apps = [job_class(o.app or default_app).name for o in others]
+        return Counterfactual(r.energy_j, r.co2_g, 1.0, cls.name)
+    apps = [_class_or_default(o.app, default_app).name for o in others]
     slowdown = group_slowdowns([cls.name, *apps])[0] if apps else 1.0
     exclusive_part = r.energy_j * (r.gpu_s - r.shared_gpu_s) / r.gpu_s
     alone = cls.power_at(max(1, r.gpus), gpu_model) * r.shared_gpu_s / slowdown
     energy = exclusive_part + alone
     co2 = r.co2_g / r.energy_j * energy if r.co2_g is not None and r.energy_j > 0 else None
-    return Counterfactual(energy, co2, slowdown, app)
+    return Counterfactual(energy, co2, slowdown, cls.name)
 
 
 def key_of(r: EnergyRecord, by: str, clusters: int = 1) -> str:

@@ -88,7 +88,10 @@ def _state_file(sweep: Sweep) -> Path:
 
 
 def array_running(sweep: Sweep) -> str | None:
-    """The job id of this sweep's array while Slurm still holds a task of it, else None."""
+    """The job id of this sweep's array while Slurm still holds a task of it that can still
+    write a missing cell (pending, running, ...), else None. A task that is only completing,
+    or one whose cell file is there, does not count: a rerun after a cell was lost must not
+    wait on the old array's tail."""
     try:
         state = json.loads(_state_file(sweep).read_text())
     except (OSError, ValueError):
@@ -96,8 +99,20 @@ def array_running(sweep: Sweep) -> str | None:
     job = str(state.get("job_id", ""))
     if not job:
         return None
-    out = proc.run(["squeue", "-h", "-j", job, "-o", "%i"], check=False, timeout_s=60)
-    return job if out.returncode == 0 and out.stdout.strip() else None
+    out = proc.run(["squeue", "-h", "-r", "-j", job, "-o", "%K %T"], check=False, timeout_s=60)
+    if out.returncode != 0:
+        return None
+    missing = {c.index for c in sweep.missing()}
+    for task, slurm_state in (ln.split(None, 1) for ln in out.stdout.splitlines() if " " in ln):
+        if slurm_state.strip() in _ENDING:
+            continue
+        if not task.isdigit() or int(task) in missing:
+            return job
+    return None
+
+
+_ENDING = frozenset({"COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+                     "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"})
 
 
 def submit_array(sweep: Sweep) -> str | None:

@@ -82,3 +82,34 @@ def test_summary_spread_over_seeds():
 def test_array_spec_compresses_runs():
     assert array_spec([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert array_spec([3], 4) == "3%4"
+
+
+@pytest.mark.parametrize("squeue_out,lost,want", [
+    ("0 COMPLETING\n1 COMPLETING\n2 COMPLETING\n3 COMPLETING\n", [2], None),  # old tail only
+    ("2 RUNNING\n3 COMPLETING\n", [2], "77"),      # the lost cell's task still runs
+    ("3 PENDING\n", [2], None),                    # a task remains, but not one for a lost cell
+    ("3 PENDING\n", [2, 3], "77"),
+    ("", [2], None),                               # the array left the queue
+])
+def test_an_array_counts_as_running_only_for_a_missing_cell(tmp_path, monkeypatch, squeue_out,
+                                                            lost, want):
+    import subprocess
+
+    from slurm_plugin.sim import sweep_run
+
+    sweep = load_sweep(_write(tmp_path))
+    sweep.output.mkdir(parents=True)
+    (sweep.output / "array.json").write_text(json.dumps({"job_id": "77", "cells": [0, 1, 2, 3]}))
+    for c in sweep.cells:
+        if c.index not in lost:
+            sweep.cell_file(c).parent.mkdir(parents=True, exist_ok=True)
+            sweep.cell_file(c).write_text("{}")
+    seen = []
+
+    def fake_run(argv, **_):
+        seen.append(argv)
+        return subprocess.CompletedProcess(argv, 0, squeue_out, "")
+
+    monkeypatch.setattr(sweep_run.proc, "run", fake_run)
+    assert sweep_run.array_running(sweep) == want
+    assert seen[0][:5] == ["squeue", "-h", "-r", "-j", "77"]

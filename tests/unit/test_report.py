@@ -201,3 +201,14 @@ def test_by_run_splits_a_resized_job_into_its_runs():
     assert len(rows) == 2 and all(k.startswith("9@") for k in rows)
     assert sorted(r["gpu_hours"] * 3600 for r in rows.values()) == [300.0, 2000.0]
     assert [r["key"] for r in report([first, *second], "job")["rows"]] == ["9"]
+
+
+def test_an_app_that_is_no_known_class_is_counted_as_the_default_app():
+    # a researcher may declare any app name; one such job must not fail the admin's report
+    odd = rec("7", shared=3600.0, energy_j=2e5, app="resnet50-custom")
+    peer = rec("8", shared=3600.0, energy_j=1e5, app="no-such-app")
+    cf = counterfactual(odd, [peer], "lstm")
+    assert cf.app == "lstm"
+    assert cf.slowdown == pytest.approx(group_slowdowns(["lstm", "lstm"])[0])
+    out = report([odd, peer], "job", default_app="lstm")
+    assert {r["key"] for r in out["rows"]} == {"7", "8"}
