@@ -114,7 +114,7 @@ class GreenFlow:
         if request.slack_s and "defer" not in request.opt_out and s.may_shift(request.partition):
             starts += [t for t, _ in curve.points if now < t <= now + request.slack_s]
         run_s = request.time_limit_s or 3600.0
-        w = weight(s, ctx.history)
+        w = weight(s, ctx.history, request.account)
         _, start, gpus, cap, jct, carbon, jct0, c0 = best_choice(now, run_s, starts, curve,
                                                                 options, w)
         per_node = gpus // request.num_nodes if gpus >= request.num_nodes else gpus
@@ -123,7 +123,9 @@ class GreenFlow:
             spot = place(ctx.cluster, per_node, request.num_nodes)
             if spot is not None:
                 nodes, indexes = spot
-        why = (f"carbon weight {w:.2f}: start +{start - now:.0f} s, {gpus} GPU(s), "
+        whose = f" (account {request.account}'s budget)" if \
+            w > weight(s, ctx.history) else ""
+        why = (f"carbon weight {w:.2f}{whose}: start +{start - now:.0f} s, {gpus} GPU(s), "
                f"cap {cap or 'none'}; predicted JCT {jct:.0f} s and {carbon:.0f} g against "
                f"{jct0:.0f} s and {c0:.0f} g run now unchanged",)
         return Placement(policy=self.name, gpus=per_node, nodes=nodes, gpu_indexes=indexes,
@@ -136,27 +138,31 @@ class GreenFlow:
         r = ctx.readings
         if r.carbon_g_per_kwh is None or not r.carbon_forecast:
             return ()
-        seen = observe(s, ctx.history, r, ctx.now_s, node_base_power_w())
+        seen = observe(s, ctx.history, r, ctx.now_s, node_base_power_w(), ctx.cluster)
         if seen is None:
             return ()
         actions = [Action(kind="observe", job_id="", policy=self.name, predicted=seen)]
-        w = weight(s, {**ctx.history, **seen})
+        history = {**ctx.history, **seen}
         now = ctx.now_s
         curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
-        w_now = min(1.0, w * r.carbon_g_per_kwh / day_ci) if day_ci > 0 else w
+        dirty = r.carbon_g_per_kwh / day_ci if day_ci > 0 else 1.0
         gpn = _gpus_per_node(ctx.cluster)
         base_w = node_base_power_w()
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
         for job in ctx.cluster.jobs.values():
+            w = weight(s, history, job.account)
+            w_now = min(1.0, w * dirty)
             if job.running and job.app:
                 gpus = len(job.uses) or job.gpus * job.num_nodes
                 cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
                 if cap != job.power_cap_w:
                     actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,
                                           power_cap_w=cap,
-                                          why=f"carbon weight {w_now:.1f} this hour"))
+                                          why=f"carbon weight {w_now:.1f} this hour"
+                                          + (f" (account {job.account}'s budget)"
+                                             if w > weight(s, history) else "")))
             elif job.pending and job.begin_s is not None and job.slack_s \
                     and s.may_shift(job.partition):
                 end = job.submit_s + job.slack_s

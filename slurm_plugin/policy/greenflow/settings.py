@@ -43,7 +43,12 @@ class GreenFlowSettings:
         return start, start + self.period_s
 
     def may_shift(self, partition: str) -> bool:
-        return not self.shiftable_partitions or partition in self.shiftable_partitions
+        """A job may be shifted when every partition it may run in is shiftable (``a,b``: Slurm
+        starts it in whichever frees first); the default partition ("") only when all are."""
+        if not self.shiftable_partitions:
+            return True
+        names = [p.strip() for p in partition.split(",") if p.strip()]
+        return bool(names) and all(p in self.shiftable_partitions for p in names)
 
 
 def _kg(key: str, value: Any) -> float:
