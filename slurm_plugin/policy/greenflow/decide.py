@@ -24,7 +24,7 @@ from ...model import Action, Cluster, JobRequest, Placement
 from ...physics import job_class, node_base_power_w, node_resume_delay_s
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
-from .observe import observe, weight
+from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
 from .settings import GreenFlowSettings, parse_settings
@@ -134,6 +134,9 @@ class GreenFlow:
                                     "co2_now_g": c0, "carbon_weight": w})
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        last_s = ctx.history.get(LAST_S)
+        if last_s is not None and ctx.now_s - last_s < OBSERVE_S:
+            return ()                   # observed this hour: nothing to re-plan yet
         s = parse_settings(ctx.settings)
         r = ctx.readings
         if r.carbon_g_per_kwh is None or not r.carbon_forecast:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ...errors import ConfigError
@@ -81,8 +82,21 @@ def _account_list(text: str) -> dict[str, Any]:
     return out
 
 
+_LAST: list = [None, None]      # (the mapping last parsed, its settings): a run passes one
+
+
 def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
-    """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys)."""
+    """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys).
+    The same read-only mapping as the call before (a simulation passes one per run) gives the
+    same settings without parsing again."""
+    if values is _LAST[0] and isinstance(values, MappingProxyType):
+        return _LAST[1]
+    parsed = _parse(values)
+    _LAST[:] = [values, parsed]
+    return parsed
+
+
+def _parse(values: Mapping[str, Any]) -> GreenFlowSettings:
     given = [k for k in ("budget_kg_per_day", "budget_kg_per_week", "budget_kg")
              if values.get(k) is not None
              and not (k != "budget_kg" and values.get(k) == 0)]     # the site config's "none"
