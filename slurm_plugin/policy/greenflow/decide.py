@@ -17,6 +17,7 @@ unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from types import MappingProxyType
 
 from ...errors import ConfigError, InputError
@@ -49,16 +50,18 @@ def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
     return out or (total,)
 
 
+@lru_cache(maxsize=4096)
 def _cap_table(app: str, gpus: int, caps_w, gpu_model: str, gpn: int, base_w: float):
-    """(cap, job power_w incl. its share of node power, time multiplier) per cap."""
+    """(cap, job power_w incl. its share of node power, time multiplier) per cap; a pure
+    function of the configuration models, so kept (a run asks for a few dozen tables)."""
     out = []
     for cap in caps_w:
         try:
             gpu_w, slow = capped_job(app, gpus, cap, gpu_model, gpn)
         except (ConfigError, InputError):    # no class for the app: only uncapped
-            return [(None, gpus * base_w / gpn, 1.0)] if cap is None else out
+            return ((None, gpus * base_w / gpn, 1.0),) if cap is None else tuple(out)
         out.append((cap, gpus * (gpu_w + base_w / gpn), slow))
-    return out
+    return tuple(out)
 
 
 def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCurve,
