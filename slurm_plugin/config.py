@@ -133,6 +133,7 @@ SCHEMA: dict[str, Key] = {
     "greenflow.budget_kg_per_week": _num(0, 1e9),
     "greenflow.shiftable_partitions": Key(str),
     "greenflow.accounts": Key(str),
+    "greenflow.order_queue": Key(bool),
     "elastic.restart_cost_s": _num(0, 86400),
     "elastic.min_interval_s": _num(0, 1e7),
     "elastic.gain_factor": _num(0, 1000),

@@ -265,3 +265,22 @@ def test_the_engine_applies_a_cap_through_the_configuration_model(tmp_path):
     power_w, slow = capped_job("vgg16", 1, 125.0)
     assert slow > 1 and capped["avg_jct_s"] == pytest.approx(1000 * slow)
     assert capped["gpu_energy_kwh"] < plain["gpu_energy_kwh"]
+
+
+def test_smaller_predicted_gpu_time_goes_first_in_the_queue():
+    from slurm_plugin.policy.greenflow.decide import MAX_TIER, TIER_GPU_S, queue_tier
+    assert queue_tier(0.0) == queue_tier(TIER_GPU_S) == 0
+    assert queue_tier(TIER_GPU_S * 1.5) == 1 and queue_tier(TIER_GPU_S * 2) == 2
+    assert queue_tier(TIER_GPU_S * 1e9) == MAX_TIER
+    tiers = [queue_tier(TIER_GPU_S * 2 ** (k / 3)) for k in range(60)]
+    assert tiers == sorted(tiers)                               # monotonic in GPU-time
+    p = get_policy("greenflow")
+    short = JobRequest(gpus=1, time_limit_s=600, app="vgg16")
+    long = JobRequest(gpus=8, time_limit_s=48 * H, app="vgg16")
+    a, b = (p.advise(r, ctx({}, {})) for r in (short, long))
+    assert a.nice is None and b.nice == queue_tier(8 * 48 * H) > 0
+    # a site can turn it off
+    assert p.advise(long, ctx({}, {"order_queue": False})).nice is None
+    with pytest.raises(ConfigError) as err:
+        parse_settings({"order_queue": "yes"})
+    assert err.value.key == "order_queue"

@@ -17,6 +17,7 @@ unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from types import MappingProxyType
 
@@ -36,8 +37,15 @@ MOVE_S = 1800.0          # a re-planned start closer than this to the current on
 WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
 
 
+_GPN: list = [None, 8]    # (the nodes tuple last measured, its GPUs per node)
+
+
 def _gpus_per_node(cluster: Cluster) -> int:
-    return max((len(n.gpus) for n in cluster.nodes), default=8)
+    """The most GPUs a node has (kept for the same nodes tuple: a simulation hands the same
+    one to every pass until a node changes)."""
+    if cluster.nodes is not _GPN[0]:
+        _GPN[:] = [cluster.nodes, max((len(n.gpus) for n in cluster.nodes), default=8)]
+    return _GPN[1]
 
 
 def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
@@ -89,6 +97,19 @@ def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCu
     return score, start, gpus, cap, jct, carbon, jct0, c0
 
 
+TIER_GPU_S = 3600.0      # queue tier 0: up to this much predicted GPU-time
+MAX_TIER = 12
+
+
+def queue_tier(gpu_s: float) -> int:
+    """The queue tier of a job predicted to hold ``gpu_s`` GPU-seconds: one tier per doubling
+    above ``TIER_GPU_S`` (shortest-area first is what minimises average JCT under a queue;
+    Slurm's own age factor, and the simulator's submit order within a tier, keep it fair)."""
+    if gpu_s <= TIER_GPU_S:
+        return 0
+    return min(MAX_TIER, int(math.log2(gpu_s / TIER_GPU_S)) + 1)
+
+
 class GreenFlow:
     name = NAME
     # Idle nodes power down as with slurm-powersave: no budget is met while idle nodes burn.
@@ -131,8 +152,10 @@ class GreenFlow:
         why = (f"carbon weight {w:.2f}{whose}: start +{start - now:.0f} s, {gpus} GPU(s), "
                f"cap {cap or 'none'}; predicted JCT {jct:.0f} s and {carbon:.0f} g against "
                f"{jct0:.0f} s and {c0:.0f} g run now unchanged",)
+        nice = queue_tier((jct - max(0.0, start - now)) * gpus) if s.order_queue else None
         return Placement(policy=self.name, gpus=per_node, nodes=nodes, gpu_indexes=indexes,
                          begin_s=start if start > now else None, power_cap_w=cap, why=why,
+                         nice=nice or None,
                          predicted={"jct_s": jct, "co2_g": carbon, "jct_now_s": jct0,
                                     "co2_now_g": c0, "carbon_weight": w})
 
@@ -158,9 +181,15 @@ class GreenFlow:
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
         for job in ctx.cluster.jobs.values():
+            if job.running:
+                if not job.app:
+                    continue
+            elif not (job.pending and job.begin_s is not None and job.begin_s > ctx.now_s
+                      and job.slack_s):
+                continue    # the queue, or eligible already: nothing to re-plan (cheaply)
             w = weight(s, history, job.account)
             w_now = min(1.0, w * dirty)
-            if job.running and job.app:
+            if job.running:
                 gpus = len(job.uses) or job.gpus * job.num_nodes
                 cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
                 if cap != job.power_cap_w:
@@ -169,8 +198,7 @@ class GreenFlow:
                                           why=f"carbon weight {w_now:.1f} this hour"
                                           + (f" (account {job.account}'s budget)"
                                              if w > weight(s, history) else "")))
-            elif job.pending and job.begin_s is not None and job.slack_s \
-                    and s.may_shift(job.partition):
+            elif s.may_shift(job.partition):
                 end = job.submit_s + job.slack_s
                 starts = [now] + [t for t, _ in curve.points if now < t <= end]
                 run_s = job.time_limit_s or 3600.0

@@ -34,6 +34,7 @@ class GreenFlowSettings:
     shiftable_partitions: tuple[str, ...] = ()
     caps_w: tuple[float | None, ...] = CAPS_W
     gain: float = 20.0                   # carbon weight per budget overspent (share of the budget)
+    order_queue: bool = True             # smaller predicted GPU-time first (sbatch --nice tiers)
 
     def period_of(self, now_s: float) -> tuple[float, float]:
         """(start, end) of the budget period holding ``now_s``; past the last period of a
@@ -139,4 +140,9 @@ def _parse(values: Mapping[str, Any]) -> GreenFlowSettings:
             raise ConfigError(SOURCE, "shiftable_partitions", parts, "give partition names, "
                               "e.g. [\"batch\"] or \"batch,long\" (empty: all)")
         kw["shiftable_partitions"] = tuple(parts)
+    oq = values.get("order_queue")
+    if oq is not None:
+        if not isinstance(oq, bool):
+            raise ConfigError(SOURCE, "order_queue", oq, "give true or false")
+        kw["order_queue"] = oq
     return GreenFlowSettings(**kw)
