@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...model import Action, Cluster, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
+from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
 
@@ -115,6 +116,10 @@ class Pal:
         how = f"single node, best fit under the slowdown threshold {limit:.3f}" if n == 1 else \
             f"PM-First over {n} nodes (locality penalty x{s.penalty(cls):.2f})"
         why = f"pal: class {cls} job, {how}: {shown}; predicted slowdown {slow:.3f}"
+        old = _stale(prof, gpus, ctx.now_s, s.max_age_days)
+        if old:
+            why += (f"; profile stale (older than {s.max_age_days:g} days, re-run wattctl "
+                    f"profile-gpus run) for {old}")
         nodes = tuple(c[3].name for c in best)
         indexes = tuple(sorted(idx for _, idx in best[0][4])) if n == 1 else ()
         return Placement(policy=self.name, gpus=request.gpus, nodes=nodes, gpu_indexes=indexes,
@@ -123,6 +128,16 @@ class Pal:
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return ()
+
+
+def _stale(prof: Profile, gpus: list[tuple[str, int, float]], now_s: float,
+           max_age_days: float) -> str:
+    """The chosen GPUs whose profile row is older than ``max_age_days`` ("" none)."""
+    if not prof.measured_s or max_age_days <= 0 or now_s <= 0:
+        return ""
+    old = [f"{n}:{i}" for n, i, _ in gpus
+           if (n, i) in prof.measured_s and aged(prof.measured_s[(n, i)], now_s, max_age_days)]
+    return ", ".join(old)
 
 
 def _with(pl: Placement, **kw) -> Placement:
