@@ -351,3 +351,20 @@ def test_pal_says_when_the_chosen_gpus_profile_is_stale(tmp_path):
     assert "stale" not in get_policy("pal").advise(req, ctx2).why[0]
     with pytest.raises(ConfigError, match="profile_max_age_days"):
         parse_settings(MappingProxyType({"profile_max_age_days": -1}))
+
+
+def test_pal_explains_each_chosen_gpus_cluster(tmp_path):
+    for (n, i), t in {("n0", 0): 2.3, ("n0", 1): 2.0, ("n1", 0): 2.01, ("n1", 1): 1.99}.items():
+        _result(tmp_path, n, i, [t])
+    runs = _write(tmp_path, pr.read_results(tmp_path, {("n0", 0), ("n0", 1), ("n1", 0),
+                                                       ("n1", 1)}))
+    out = tmp_path / "p.csv"
+    write_profile(build_profile(read_runs([runs])), out)
+    cluster = Cluster(nodes=tuple(Node(name=n, gpus=(Gpu(node=n, index=0), Gpu(node=n, index=1)))
+                                  for n in ("n0", "n1")))
+    ctx = Context(cluster=cluster, settings=MappingProxyType({"profile": str(out)}))
+    pl = get_policy("pal").advise(JobRequest(gpus=2, app="resnet18"), ctx)
+    assert pl.nodes == ("n1",)
+    assert "n1:0 x1.000 (A0), n1:1 x1.000 (A0); predicted slowdown 1.000" in pl.why[0], pl.why
+    pl_b = get_policy("pal").advise(JobRequest(gpus=1, app="bert"), ctx)
+    assert "x1.000 (unmeasured)" in pl_b.why[0] and "class B" in pl_b.why[0]

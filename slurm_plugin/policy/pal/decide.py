@@ -110,7 +110,9 @@ class Pal:
         factors = [f for c in best for f, _ in c[4]]
         slow = set_slowdown(factors, n, cls, s)
         gpus = [(c[3].name, idx, f) for c in best for f, idx in c[4]]
-        shown = ", ".join(f"{node}:{idx} x{f:.3f}" for node, idx, f in gpus[:16])
+        labels = prof.labels or {}
+        shown = ", ".join(f"{node}:{idx} x{f:.3f}" + _label(labels, node, idx, ci)
+                          for node, idx, f in gpus[:16])
         if len(gpus) > 16:
             shown += f", ... ({len(gpus)} GPUs)"
         how = f"single node, best fit under the slowdown threshold {limit:.3f}" if n == 1 else \
@@ -128,6 +130,15 @@ class Pal:
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return ()
+
+
+def _label(labels, node: str, idx: int, ci: int) -> str:
+    """`` (A0)``: the GPU's cluster for the class in the profile, where it names one
+    (`` (unmeasured)``: the profile has no run of the class on it, so it counts as median)."""
+    got = labels.get((node, idx))
+    if not got or not got[ci]:
+        return ""
+    return " (unmeasured)" if got[ci] == "-" else f" ({got[ci]})"
 
 
 def _stale(prof: Profile, gpus: list[tuple[str, int, float]], now_s: float,

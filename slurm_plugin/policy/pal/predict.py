@@ -23,6 +23,7 @@ class Profile:
     order: tuple[str, ...] = CLASSES       # most variability-sensitive class first
     spread: Mapping[str, float] | None = None
     measured_s: Mapping[tuple[str, int], float] | None = None   # when each row was measured
+    labels: Mapping[tuple[str, int], tuple[str, ...]] | None = None   # cluster per class
 
     def factor(self, node: str, index: int, cls: str) -> float:
         f = self.factors.get((node, index))
@@ -55,10 +56,11 @@ def sensitivity(factors: Factors) -> dict[str, float]:
 
 
 def make_profile(factors: Factors,
-                 measured_s: Mapping[tuple[str, int], float] | None = None) -> Profile:
+                 measured_s: Mapping[tuple[str, int], float] | None = None,
+                 labels: Mapping[tuple[str, int], tuple[str, ...]] | None = None) -> Profile:
     spread = sensitivity(factors)
     order = tuple(sorted(CLASSES, key=lambda c: (-round(spread[c], 9), c)))
-    return Profile(factors, order, spread, measured_s)
+    return Profile(factors, order, spread, measured_s, labels)
 
 
 _by_mapping: dict[int, tuple[object, Profile]] = {}
@@ -92,7 +94,8 @@ def profile_of(values: Mapping[str, object], s: PalSettings) -> Profile:
         if not prof:
             raise ConfigError(SOURCE, "profile", s.profile, "the profile names no GPU (node "
                               "and gpu_index columns); write one with wattctl profile-gpus import")
-        hit2 = (stamp, make_profile(prof, measured_times(loaded, st.st_mtime)))
+        hit2 = (stamp, make_profile(prof, measured_times(loaded, st.st_mtime),
+                                    loaded.clusters_by_gpu()))
         _by_file[s.profile] = hit2
     return hit2[1]
 
