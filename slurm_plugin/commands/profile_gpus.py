@@ -205,11 +205,14 @@ def _plot(rows: list[dict[str, str]], path: Path) -> None:
                    "a new one beside --out).")
 @click.option("--python", "python", default=sys.executable, show_default=True,
               help="Python with wattbatch installed, as the nodes see it.")
+@click.option("--merge", is_flag=True, help="Keep the runs of the GPUs not measured now from "
+              "OUT.runs.csv (re-profile some nodes: -w) and classify them all again.")
 @click.option("--no-influx", is_flag=True, help="Do not store gpu_perf points in InfluxDB.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def run_cmd(out: Path, partition: str | None, nodelist: str | None, apps: tuple[str, ...],
             per: str, runs: int, steps: int, step_s: float, timeout_s: float,
-            work_dir: Path | None, python: str, no_influx: bool, as_json: bool) -> None:
+            work_dir: Path | None, python: str, merge: bool, no_influx: bool,
+            as_json: bool) -> None:
     """Submit a short benchmark job to every GPU of a partition, collect the per-GPU times and
     write a profile (as `import` does) and InfluxDB gpu_perf points."""
     from .. import config
@@ -220,7 +223,7 @@ def run_cmd(out: Path, partition: str | None, nodelist: str | None, apps: tuple[
     nodes = list(expand_hostlist(nodelist)) if nodelist else None
     result = run_profile(cfg, out, list(apps) or ["resnet"], partition, nodes, per, runs,
                          steps, step_s, timeout_s, work_dir, python, not no_influx,
-                         lambda line: click.echo(line, err=True))
+                         lambda line: click.echo(line, err=True), merge=merge)
     if as_json:
         click.echo(json.dumps(result, indent=1))
     else:

@@ -89,21 +89,59 @@ def gpu_names(keys: Iterable[GpuKey]) -> str:
     return ", ".join(f"{n}:{i}" for n, i in sorted(keys))
 
 
-def measurement_rows(results: dict[GpuKey, dict]) -> list[dict[str, str]]:
-    """One row per run, in the columns ``profile-gpus import`` reads."""
+RUN_FIELDS = ["exp", "node", "device", "uuid", "time", "measured_at"]
+
+
+def measurement_rows(results: dict[GpuKey, dict], measured_at: str = "") -> list[dict[str, str]]:
+    """One row per run, in the columns ``profile-gpus import`` reads (and when)."""
     rows = []
     for (node, index), r in sorted(results.items()):
         for app, times in sorted(r.get("runs", {}).items()):
             for t in times:
                 rows.append({"exp": app, "node": node, "device": str(index),
-                             "uuid": r.get("uuid") or f"{node}-{index}", "time": f"{t:.6f}"})
+                             "uuid": r.get("uuid") or f"{node}-{index}", "time": f"{t:.6f}",
+                             "measured_at": measured_at})
     return rows
+
+
+def merge_runs(previous: Path, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The runs of ``previous`` (an earlier ``OUT.runs.csv``) of the GPUs not measured now,
+    then ``rows``: a re-run of some nodes replaces their runs and keeps the others'."""
+    fresh = {(r["node"], r["device"]) for r in rows}
+    try:
+        with previous.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in RUN_FIELDS[:5] if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InputError(f"profile-gpus run --merge: {previous}: line 1: column "
+                                 f"{missing[0]}: missing; not the runs file of a profile")
+            old = [{k: (rec.get(k) or "") for k in RUN_FIELDS} for rec in reader]
+    except OSError as exc:
+        raise InputError(f"profile-gpus run --merge: {previous}: cannot read ({exc.strerror}); "
+                         "run once without --merge") from None
+    return [r for r in old if (r["node"], r["device"]) not in fresh] + rows
+
+
+def latest_times(rows: list[dict[str, str]]) -> dict[tuple[str, int | None], str]:
+    """(node, GPU index) -> the latest ``measured_at`` of its runs."""
+    out: dict[tuple[str, int | None], str] = {}
+    for r in rows:
+        try:
+            key = (r["node"], int(r["device"]))
+        except ValueError:
+            continue
+        out[key] = max(out.get(key, ""), r.get("measured_at") or "")
+    return out
+
+
+def runs_path(out: Path) -> Path:
+    return out.with_name(out.stem + ".runs.csv")
 
 
 def write_measurements(rows: list[dict[str, str]], path: Path) -> None:
     try:
         with path.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=["exp", "node", "device", "uuid", "time"])
+            w = csv.DictWriter(fh, fieldnames=RUN_FIELDS)
             w.writeheader()
             w.writerows(rows)
     except OSError as exc:
@@ -115,7 +153,9 @@ def influx_points(rows: list[ProfileRow], results: dict[GpuKey, dict], cluster: 
     from ..telemetry.lineproto import Point
     out = []
     for r in rows:
-        res = results.get((r.node, r.gpu_index if r.gpu_index is not None else -1), {})
+        res = results.get((r.node, r.gpu_index if r.gpu_index is not None else -1))
+        if res is None:          # a GPU of an earlier run (--merge): stored back then
+            continue
         for ci, c in enumerate(CLASSES):
             if r.perf[ci] is None:
                 continue
@@ -191,7 +231,7 @@ def wait_results(work_dir: Path, jobs: dict[str, BenchJob], timeout_s: float,
 def run_profile(cfg, out: Path, apps: list[str], partition: str | None, nodes: list[str] | None,
                 per: str, runs: int, steps: int, step_s: float, timeout_s: float,
                 work_dir: Path | None, python: str, influx: bool,
-                progress: Callable[[str], None]) -> dict:
+                progress: Callable[[str], None], merge: bool = False) -> dict:
     from ..slurm.cli import slurm
     from ..slurm.parse import expand_hostlist
     from ..slurm.snapshot import snapshot
@@ -246,13 +286,15 @@ def run_profile(cfg, out: Path, apps: list[str], partition: str | None, nodes: l
     if problems:
         raise CommandError(["wattctl", "profile-gpus", "run"], 1,
                            "profile-gpus run: " + "; ".join(problems))
-    rows_in = measurement_rows(waited.results)
-    runs_file = out.with_name(out.stem + ".runs.csv")
+    measured_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows_in = measurement_rows(waited.results, measured_at)
+    runs_file = runs_path(out)
+    if merge:
+        rows_in = merge_runs(runs_file, rows_in)
     write_measurements(rows_in, runs_file)
     profile = build_profile(read_runs([runs_file]))
     changed = uuid_changes(out, profile) if out.exists() else []
-    measured_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_profile(profile, out, measured_at=measured_at)
+    write_profile(profile, out, measured_at=latest_times(rows_in))
     stored = 0
     if influx:
         from ..telemetry.influx import InfluxClient

@@ -208,9 +208,11 @@ PROFILE_FIELDS = (["node", "gpu_index", "uuid"] + [f"PerfVar_class{c}" for c in 
                   + ["measured_at"])
 
 
-def write_profile(rows: list[ProfileRow], path: Path, measured_at: str = "") -> None:
-    """``measured_at``: when the runs were taken (ISO 8601, UTC), "" when unknown (an import
-    of older files: the profile then ages from its file's time)."""
+def write_profile(rows: list[ProfileRow], path: Path,
+                  measured_at: str | dict[tuple[str, int | None], str] = "") -> None:
+    """``measured_at``: when the runs were taken (ISO 8601, UTC), one for every row or per
+    (node, GPU index); "" when unknown (an import of older files: the profile then ages from
+    its file's time)."""
     try:
         fh = path.open("w", newline="")
     except OSError as exc:
@@ -221,7 +223,9 @@ def write_profile(rows: list[ProfileRow], path: Path, measured_at: str = "") -> 
         for r in rows:
             w.writerow([r.node, "" if r.gpu_index is None else r.gpu_index, r.uuid,
                         *(f"{f:.6f}" for f in r.factors), *r.clusters,
-                        *("" if p is None else f"{p:.6g}" for p in r.perf), measured_at])
+                        *("" if p is None else f"{p:.6g}" for p in r.perf),
+                        measured_at if isinstance(measured_at, str)
+                        else measured_at.get((r.node, r.gpu_index), "")])
 
 
 def import_files(paths: list[Path], out: Path) -> list[ProfileRow]:

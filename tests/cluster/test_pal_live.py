@@ -64,9 +64,26 @@ def test_profile_run_finds_the_slow_gpus_and_pal_pins_a_job_to_a_fast_one(localc
     stored = {(s.tags["node"], int(s.tags["gpu"])): s.tags["uuid"] for s in series}
     assert stored == {k: u for k, (u, _) in emulated.items()}
 
-    show = run([sys.executable, "-m", "slurm_plugin.cli", "profile-gpus", "show", str(out),
-                "--json"], env=localcluster.env, timeout_s=60)
-    assert json.loads(show.stdout)["stale"] == 0
+    print("profile-gpus run, class A: gpu: (emulated factor, median run s, measured factor)")
+    for name, row in detail.items():
+        print(f"  {name}: {row}")
+
+    # re-profile one node: the other nodes' runs are kept, all 16 GPUs classified again
+    before = {g["gpu"]: g["factors"]["A"] for g in result["gpus"]}
+    again = run([sys.executable, "-m", "slurm_plugin.cli", "profile-gpus", "run", "--out",
+                 str(out), "-w", "gpu1", "--merge", "--no-influx", "--runs", "3", "--steps", "4",
+                 "--step-s", "0.5", "--timeout-s", "120", "--json"], env=localcluster.env,
+                timeout_s=180)
+    merged = json.loads(again.stdout)
+    assert "4 benchmark jobs submitted for 4 GPUs on 1 nodes" in again.stderr
+    assert {g["gpu"] for g in merged["gpus"]} == set(before)
+    assert {g["gpu"] for g in merged["gpus"] if g["factors"]["A"] >= SLOW} == \
+        {f"{n}:{i}" for n, i in slow_emulated}
+    shown = json.loads(run([sys.executable, "-m", "slurm_plugin.cli", "profile-gpus", "show",
+                            str(out), "--json"], env=localcluster.env, timeout_s=60).stdout)
+    assert shown["stale"] == 0
+    stamps = {g["gpu"]: g["measured_at"] for g in shown["gpus"]}
+    assert stamps["gpu1:0"] == merged["measured_at"] > stamps["gpu2:0"] == result["measured_at"]
 
     # the pal policy with the measured profile: a 1-GPU class-A job goes to a fast GPU
     env = {**localcluster.env, "WATTBATCH_PAL_PROFILE": str(out), "WATTBATCH_SERVER": "0"}
@@ -90,5 +107,6 @@ def test_profile_run_finds_the_slow_gpus_and_pal_pins_a_job_to_a_fast_one(localc
     while job_id in snapshot(cfg).jobs:
         assert time.monotonic() < deadline, f"job {job_id} still in the queue"
         time.sleep(0.5)
+    print(f"pal job {job_id} ran on {gpu[0]}:{gpu[1]}; wattbatch said: {sub.stderr.strip()}")
     log = (tmp_path / f"train-{job_id}.out").read_text()
     assert f"(GPU speed factor {emulated[gpu][1][0]:.4f})" in log, log

@@ -212,7 +212,8 @@ def test_results_become_the_profile_import_writes_and_gpu_perf_points(tmp_path):
     results = pr.read_results(tmp_path, set(times))
     rows = pr.measurement_rows(results)
     assert len(rows) == 18 and rows[0] == {"exp": "resnet", "node": "gpu1", "device": "0",
-                                           "uuid": "GPU-gpu1-0", "time": "2.230000"}
+                                           "uuid": "GPU-gpu1-0", "time": "2.230000",
+                                           "measured_at": ""}
     runs = tmp_path / "p.runs.csv"
     pr.write_measurements(rows, runs)
     prof = build_profile(read_runs([runs]))
@@ -368,3 +369,32 @@ def test_pal_explains_each_chosen_gpus_cluster(tmp_path):
     assert "n1:0 x1.000 (A0), n1:1 x1.000 (A0); predicted slowdown 1.000" in pl.why[0], pl.why
     pl_b = get_policy("pal").advise(JobRequest(gpus=1, app="bert"), ctx)
     assert "x1.000 (unmeasured)" in pl_b.why[0] and "class B" in pl_b.why[0]
+
+
+def test_merge_keeps_the_runs_of_gpus_not_measured_again(tmp_path):
+    out = tmp_path / "p.csv"
+    first = {("gpu1", 0): 2.3, ("gpu1", 1): 2.0, ("gpu2", 0): 2.0, ("gpu2", 1): 2.01}
+    for (n, i), t in first.items():
+        _result(tmp_path, n, i, [t, t])
+    rows = pr.measurement_rows(pr.read_results(tmp_path, set(first)), "2026-01-01T00:00:00+00:00")
+    pr.write_measurements(rows, pr.runs_path(out))
+    # gpu1 measured again: its GPU 0 is now fast; gpu2 keeps its old runs and time
+    again = {("gpu1", 0): {"node": "gpu1", "gpu_index": 0, "uuid": "GPU-gpu1-0",
+                           "runs": {"resnet": [2.0]}},
+             ("gpu1", 1): {"node": "gpu1", "gpu_index": 1, "uuid": "GPU-gpu1-1",
+                           "runs": {"resnet": [2.0]}}}
+    merged = pr.merge_runs(pr.runs_path(out), pr.measurement_rows(again, "2026-02-01T00:00:00Z"))
+    assert len(merged) == 6
+    assert sorted({(r["node"], r["device"], r["measured_at"]) for r in merged}) == [
+        ("gpu1", "0", "2026-02-01T00:00:00Z"), ("gpu1", "1", "2026-02-01T00:00:00Z"),
+        ("gpu2", "0", "2026-01-01T00:00:00+00:00"), ("gpu2", "1", "2026-01-01T00:00:00+00:00")]
+    pr.write_measurements(merged, pr.runs_path(out))
+    prof = build_profile(read_runs([pr.runs_path(out)]))
+    write_profile(prof, out, measured_at=pr.latest_times(merged))
+    loaded = load_profile(out)
+    assert all(f[0] < 1.01 for f in loaded.by_gpu().values())
+    assert dict(zip(loaded.keys, loaded.measured_at))[("gpu2", 1)] == "2026-01-01T00:00:00+00:00"
+    assert dict(zip(loaded.keys, loaded.measured_at))[("gpu1", 0)] == "2026-02-01T00:00:00Z"
+    assert len(pr.influx_points(prof, again, "c", 1.0)) == 2     # the GPUs measured now
+    with pytest.raises(InputError, match="cannot read .*run once without --merge"):
+        pr.merge_runs(tmp_path / "none.csv", [])
