@@ -16,8 +16,6 @@ from __future__ import annotations
 import csv
 import json
 import shlex
-import statistics
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -325,7 +323,3 @@ def print_summary(result: dict, echo=print) -> None:
         echo(f"profile-gpus: uuid changed since the previous profile: {line}")
     if result["influx_points"]:
         echo(f"profile-gpus: {result['influx_points']} gpu_perf points stored in InfluxDB")
-
-
-if __name__ == "__main__":   # pragma: no cover
-    sys.exit("use: wattctl profile-gpus run")
