@@ -398,3 +398,57 @@ def test_merge_keeps_the_runs_of_gpus_not_measured_again(tmp_path):
     assert len(pr.influx_points(prof, again, "c", 1.0)) == 2     # the GPUs measured now
     with pytest.raises(InputError, match="cannot read .*run once without --merge"):
         pr.merge_runs(tmp_path / "none.csv", [])
+
+
+class _FakeTensor:
+    def __matmul__(self, other):
+        return self
+
+    def __mul__(self, k):
+        return self
+
+
+class _FakeCuda:
+    def __init__(self, available: bool) -> None:
+        self.available, self.synced = available, []
+
+    def is_available(self) -> bool:
+        return self.available
+
+    def synchronize(self, dev) -> None:
+        self.synced.append(dev)
+
+    def get_device_properties(self, ordinal):
+        class Props:
+            uuid = f"abc-{ordinal}"
+        return Props()
+
+
+class _FakeTorch:
+    float16 = "f16"
+
+    def __init__(self, available: bool = True) -> None:
+        self.cuda = _FakeCuda(available)
+
+    def device(self, name: str) -> str:
+        return name
+
+    def randn(self, *shape, device=None, dtype=None):
+        return _FakeTensor()
+
+
+def test_real_gpus_are_timed_with_torch_where_it_imports(tmp_path, monkeypatch):
+    import sys
+    fake = _FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    env = {"SLURMD_NODENAME": "n1", "SLURM_JOB_GPUS": "2,3"}
+    res = gpu_bench.bench(tmp_path, ["resnet"], 2, 3, 0.1, False, "", env)
+    assert [(r["gpu_index"], r["uuid"], r["mode"], r["error"]) for r in res] == [
+        (2, "GPU-abc-0", "cuda", ""), (3, "GPU-abc-1", "cuda", "")]
+    assert all(len(r["runs"]["resnet"]) == 2 for r in res)
+    # one warm-up and one sync per run, on the job's own devices (ordinals 0, 1)
+    assert fake.cuda.synced == ["cuda:0"] * 3 + ["cuda:1"] * 3
+    monkeypatch.setitem(sys.modules, "torch", _FakeTorch(available=False))
+    assert gpu_bench._torch() == (None, "torch finds no CUDA device")
+    monkeypatch.setitem(sys.modules, "torch", None)      # import torch raises ImportError
+    assert gpu_bench._torch()[1].startswith("torch is not installed")
