@@ -187,42 +187,51 @@ class Waited:
     elapsed_s: float
 
 
+ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                   "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+
+
 def wait_results(work_dir: Path, jobs: dict[str, BenchJob], timeout_s: float,
                  queue: Callable[[], dict[str, str]], progress: Callable[[str], None],
-                 poll_s: float = 1.0, clock=time.monotonic, sleep=time.sleep) -> Waited:
-    """Wait until every GPU of ``jobs`` (job id -> job) has a result, its job left the queue
-    without one (failed), or ``timeout_s`` passed (missing). ``queue()``: job id -> state of
-    the jobs still in Slurm's queue."""
+                 poll_s: float = 1.0, clock=time.monotonic, sleep=time.sleep,
+                 grace_s: float = 5.0) -> Waited:
+    """Wait until every GPU of ``jobs`` (job id -> job) has a result, its job ended without
+    one (failed: ``grace_s`` after the job left the queue or reached an end state, for a shared
+    filesystem to show the file), or ``timeout_s`` passed (missing). ``queue()``: job id ->
+    Slurm state (RUNNING, PENDING, COMPLETED, ...) of the jobs still listed."""
     expected = {(j.node, g) for j in jobs.values() for g in j.gpus}
     start = clock()
     shown = ""
     failed: dict[GpuKey, str] = {}
+    ended_at: dict[str, float] = {}
     while True:
         got = read_results(work_dir, expected)
         states = queue()
-        gone = [jid for jid in jobs if jid not in states]
-        for jid in gone:
+        now = clock()
+        for jid in jobs:
+            state = states.get(jid)
+            if state is None or state in ENDED:
+                ended_at.setdefault(jid, now)
+            if jid not in ended_at or now - ended_at[jid] < grace_s:
+                continue
             for g in jobs[jid].gpus:
                 key = (jobs[jid].node, g)
                 if key not in got and key not in failed:
-                    got_now = read_results(work_dir, {key})      # written just before it left
-                    if key in got_now:
-                        got.update(got_now)
-                    else:
-                        failed[key] = f"job {jid} ended without a result " \
-                                      f"(see {work_dir}/job-{jid}.out)"
+                    how = f"ended {state}" if state else "left the queue"
+                    failed[key] = f"job {jid} {how} without a result " \
+                                  f"(see {work_dir}/job-{jid}.out)"
         waiting = expected - set(got) - set(failed)
-        running = sum(1 for s in states.values() if s == "running")
-        pending = sum(1 for jid, s in states.items() if jid in jobs and s != "running")
+        running = sum(1 for jid, st in states.items() if jid in jobs and st == "RUNNING")
+        pending = sum(1 for jid, st in states.items() if jid in jobs and st == "PENDING")
         line = (f"profile-gpus: {len(got)}/{len(expected)} GPUs reported; jobs: {running} "
                 f"running, {pending} pending")
         if line != shown:
-            progress(f"{line} ({clock() - start:.0f} s)")
+            progress(f"{line} ({now - start:.0f} s)")
             shown = line
         if not waiting:
-            return Waited(got, set(), failed, clock() - start)
-        if clock() - start >= timeout_s:
-            return Waited(got, waiting, failed, clock() - start)
+            return Waited(got, set(), failed, now - start)
+        if now - start >= timeout_s:
+            return Waited(got, waiting, failed, now - start)
         sleep(poll_s)
 
 
@@ -266,8 +275,7 @@ def run_profile(cfg, out: Path, apps: list[str], partition: str | None, nodes: l
 
         def queue() -> dict[str, str]:
             snap = snapshot(cfg)
-            return {jid: ("running" if job.running else job.state)
-                    for jid, job in snap.jobs.items() if jid in jobs}
+            return {jid: job.state for jid, job in snap.jobs.items() if jid in jobs}
 
         waited = wait_results(work_dir, jobs, timeout_s, queue, progress)
     finally:

@@ -187,7 +187,7 @@ def test_wait_shows_progress_and_names_the_gpus_that_did_not_report(tmp_path):
     c = FakeClock()
     lines: list[str] = []
     _result(tmp_path, "gpu1", 0, [1.0])
-    queue = {"2": "running", "3": "pending"}
+    queue = {"2": "RUNNING", "3": "PENDING"}
     w = pr.wait_results(tmp_path, jobs, 10, lambda: dict(queue), lines.append, clock=c,
                         sleep=c.sleep)
     assert w.missing == {("gpu1", 1), ("gpu2", 0)} and set(w.results) == {("gpu1", 0)}
@@ -199,9 +199,20 @@ def test_wait_shows_progress_and_names_the_gpus_that_did_not_report(tmp_path):
     _result(tmp_path, "gpu2", 0, [1.0])
     queue.clear()
     jobs["4"] = pr.BenchJob("gpu3", (0,), ())
-    w2 = pr.wait_results(tmp_path, jobs, 10, lambda: {}, lines.append, clock=c, sleep=c.sleep)
-    assert w2.failed == {("gpu3", 0): f"job 4 ended without a result (see {tmp_path}/job-4.out)"}
+    w2 = pr.wait_results(tmp_path, jobs, 10, lambda: {"4": "FAILED"}, lines.append, clock=c,
+                         sleep=c.sleep)
+    assert w2.failed == {("gpu3", 0): f"job 4 ended FAILED without a result (see "
+                                      f"{tmp_path}/job-4.out)"}
     assert not w2.missing and len(w2.results) == 3
+    assert 5 <= w2.elapsed_s < 7                  # the grace for a shared filesystem
+    w3 = pr.wait_results(tmp_path, {"5": pr.BenchJob("gpu4", (0,), ())}, 10, lambda: {},
+                         lines.append, clock=c, sleep=c.sleep)
+    assert w3.failed[("gpu4", 0)].startswith("job 5 left the queue without a result")
+    # finished jobs still listed are neither running nor pending
+    done = pr.wait_results(tmp_path, {"1": jobs["1"]}, 10, lambda: {"1": "COMPLETED"},
+                           lines.append, clock=c, sleep=c.sleep)
+    assert lines[-1].startswith("profile-gpus: 1/1 GPUs reported; jobs: 0 running, 0 pending")
+    assert not done.failed
 
 
 def test_results_become_the_profile_import_writes_and_gpu_perf_points(tmp_path):
@@ -280,7 +291,7 @@ _WAIT = pr.wait_results
 
 def _fast_wait(work_dir, jobs, timeout_s, queue, progress, **kw):
     c = FakeClock()
-    return _WAIT(work_dir, jobs, timeout_s, lambda: {j: "running" for j in jobs},
+    return _WAIT(work_dir, jobs, timeout_s, lambda: {j: "RUNNING" for j in jobs},
                            progress, clock=c, sleep=c.sleep)
 
 
