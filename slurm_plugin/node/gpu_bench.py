@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Mapping
 
+from .. import proc
+from ..errors import CommandError
 from ..physics.gpu_profile import APP_CLASSES
 from .emulated import emulated_gpus, job_gpu_indexes, job_node
 
@@ -79,11 +80,10 @@ def cuda_uuid(torch, ordinal: int) -> str:
     except Exception:
         pass
     try:
-        out = subprocess.run(["nvidia-smi", f"--id={ordinal}", "--query-gpu=uuid",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.strip()
+        out = proc.run(["nvidia-smi", f"--id={ordinal}", "--query-gpu=uuid",
+                        "--format=csv,noheader"], timeout_s=30).stdout.strip()
         return out.splitlines()[0] if out else ""
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, CommandError):
         return ""
 
 
