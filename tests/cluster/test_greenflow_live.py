@@ -132,3 +132,24 @@ def test_an_account_over_its_budget_is_deferred_and_charged_for_its_running_jobs
     after = History(state / FILE_NAME).view()
     assert after[account_spent_key("root")] > 1e6, done.stdout
     assert after[account_weight_key("root")] == 1.0
+
+
+def test_a_job_of_more_gpu_time_goes_later_in_slurms_queue(localcluster, env, tmp_path):
+    """Queue tiers reach Slurm as --nice: a 4-GPU 10-hour job submitted first ends up behind
+    a 1-GPU 10-minute job submitted after it (both pending until their --begin)."""
+    from slurm_plugin.policy.greenflow.decide import queue_tier
+    from slurm_plugin.slurm.actions import show_job
+    cfg = localcluster.config()
+    _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)
+    env = {**env, "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "0"}       # no budget: weight 0
+    big, why = _wattbatch(env, "--begin=now+600", "--wb-app=resnet18", "-t", "600",
+                          "--gres=gpu:4", "--wrap=sleep 5")
+    tier = queue_tier(4 * 10 * HOUR_S)
+    assert tier > 0 and f"--nice={100 * tier}" in why, why
+    small, why = _wattbatch(env, "--begin=now+600", "--wb-app=resnet18", "-t", "10",
+                            "--gres=gpu:1", "--wrap=sleep 5")
+    assert "--nice" not in why, why
+    shown = {j: show_job(j, cfg) for j in (big, small)}
+    assert shown[big]["Nice"] == str(100 * tier) and shown[small]["Nice"] == "0"
+    assert int(shown[big]["Priority"]) < int(shown[small]["Priority"]), shown
+    run(["scancel", big, small], env=env, timeout_s=30)
