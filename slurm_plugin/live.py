@@ -78,3 +78,12 @@ class SlurmActuator:
 
     def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None:
         actions.set_power_cap(job_id, power_cap_w, self.cfg)
+
+    def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
+               from_batch_size: int, why: str) -> None:
+        """The batch-size advice the job reads through the progress API (``job_advice``)."""
+        from .progress import advice_point
+
+        InfluxClient.from_config(self.cfg).write([advice_point(
+            job_id, batch_size, lr_scale, now_s=time.time(), from_batch_size=from_batch_size,
+            why=why)])
