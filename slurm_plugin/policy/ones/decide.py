@@ -251,7 +251,8 @@ class Ones:
                 out.append(Action(
                     kind="batch", job_id=p.job_id, policy=NAME, batch_size=batch,
                     lr_scale=lr_scale(job.lr_scaling, job.batch_size, batch),
-                    why=f"ones: batch {job.batch_size}->{batch} on {n} GPUs",
+                    why=f"ones: batch {job.batch_size}->{batch} on {n} GPU"
+                        + ("s" if n != 1 else ""),
                     predicted={"goodput_per_s": rate, "from_batch_size": job.batch_size}))
                 continue
             if changed and budget > 0:

@@ -1,0 +1,137 @@
+"""The ``ones`` batch-size advice live on the local cluster: two emulated training jobs
+submitted with ``--wb-policy=ones --wb-batch-size=128-1024 --wb-app=cifar10`` on one GPU each;
+one reports its batch through the progress API (``--batch-size 128``), the other never does.
+A ``wattctl reconcile --policy ones`` pass advises the first a bigger batch (Pollux's cifar10
+profile: more goodput on one GPU), journaled as a ``batch`` action and written to InfluxDB; the
+running job reads the advice with its next progress report and changes its batch without a
+restart (Slurm's ``Restarts`` stays 0, its steps go on); a later pass advises nothing more.
+The job that never asks is neither advised nor resized. ``wattctl report --batches`` shows the
+first job's history: it started at 128, was advised the new batch, and ran at it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cluster_waits import wait_job
+
+from slurm_plugin.journal import Journal
+from slurm_plugin.proc import run
+from slurm_plugin.slurm import actions
+
+pytestmark = pytest.mark.cluster
+TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
+# a (re)started job may be re-batched at once here (the site default waits 300 s)
+SETTINGS = {"WATTBATCH_ONES_MIN_INTERVAL_S": "0", "WATTBATCH_SERVER": "0"}
+
+
+@pytest.fixture()
+def env(localcluster, tmp_path) -> dict[str, str]:
+    state = tmp_path / "reconcile"
+    state.mkdir()
+    return {**localcluster.env, **SETTINGS, "WATTBATCH_RECONCILE_STATE_DIR": str(state)}
+
+
+def submit(env: dict, tmp_path: Path, name: str, *train_args: str) -> str:
+    """An emulated cifar10 job through wattbatch with a batch range, 2 h limit (the
+    policy only advises a batch whose predicted run fits within the limit)."""
+    script = tmp_path / f"{name}.sh"
+    script.write_text(
+        f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --output={tmp_path}/{name}.out\n"
+        'echo "batch env ${WATTBATCH_BATCH_SIZE:-none} range $WATTBATCH_BATCH_RANGE"\n'
+        f"{TRAIN} --steps 3000 --step-s 0.2 --steps-per-epoch 20 "
+        f'--checkpoint "{tmp_path}/{name}.ckpt" {" ".join(train_args)}\n')
+    done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=ones",
+                "--wb-batch-size=128-1024", "--wb-lr-scaling=sqrt", "--wb-app=cifar10",
+                "--gres=gpu:1", "-t", "120", str(script)],
+               env=env, cwd=str(tmp_path), timeout_s=60)
+    return done.stdout.strip().split(";")[0]
+
+
+def reconcile(env: dict) -> list[dict]:
+    out = run([sys.executable, "-m", "slurm_plugin.cli", "reconcile", "--policy", "ones",
+               "--json"], env=env, timeout_s=120)
+    return json.loads(out.stdout)["actions"]
+
+
+def progress_fields(env: dict, job_id: str, timeout_s: float, ok) -> dict:
+    """The job's newest progress point, once ``ok(fields)``."""
+    from slurm_plugin.telemetry.influx import InfluxClient, quote_str
+    from slurm_plugin import config
+
+    client = InfluxClient.from_config(config.load(environ=env))
+    deadline, last = time.monotonic() + timeout_s, {}
+    while True:
+        for s in client.query(f'SELECT * FROM "job_progress" WHERE "job_id" = '
+                              f'{quote_str(job_id)} ORDER BY time DESC LIMIT 1'):
+            last = s.rows()[0] if s.rows() else {}
+        if last and ok(last):
+            return last
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {job_id}: progress not as expected after {timeout_s:g} s: {last}")
+        time.sleep(0.5)
+
+
+def test_a_running_job_follows_the_batch_advice_without_a_restart(localcluster, env, tmp_path):
+    cfg = localcluster.config()
+    asks = submit(env, tmp_path, "asks", "--batch-size", "128")
+    never = submit(env, tmp_path, "never")
+    for jid in (asks, never):
+        job = wait_job(cfg, jid, lambda j: j.running, timeout_s=60)
+        assert (job.app, job.min_batch_size, job.max_batch_size, job.lr_scaling) == \
+            ("cifar10", 128, 1024, "sqrt"), job
+    progress_fields(env, asks, 60, lambda f: f.get("batch_size") == 128)
+    progress_fields(env, never, 60, lambda f: f.get("step", 0) > 0)
+
+    # (1) a pass advises the job that reports its batch a bigger one, on its one GPU
+    deadline, advised = time.monotonic() + 60, []
+    while not advised:
+        acts = reconcile(env)
+        assert not [a for a in acts if a["kind"] == "resize"], acts
+        assert not [a for a in acts if a["job_id"] == never and a["kind"] != "observe"], acts
+        advised = [a for a in acts if a["kind"] == "batch" and a["status"] == "done"]
+        if not advised:
+            assert time.monotonic() < deadline, f"no batch advice after 60 s: {acts}"
+            time.sleep(2)
+    assert [a["job_id"] for a in advised] == [asks], advised
+    new = advised[0]["batch_size"]
+    assert 128 < new <= 1024 and advised[0]["lr_scale"] == pytest.approx((new / 128) ** 0.5)
+
+    # (2) the running job picks it up with its next report: same run, no restart
+    fields = progress_fields(env, asks, 30, lambda f: f.get("batch_size") == new)
+    assert fields["restart_count"] == 0, fields
+    shown = actions.show_job(asks, cfg)
+    assert shown["JobState"] == "RUNNING" and shown["Restarts"] == "0", shown
+    log = (tmp_path / "asks.out").read_text()
+    assert f"emulated_train: batch 128 -> {new} (lr x " in log, log
+    assert log.count("emulated_train: starting at step") == 1, log
+    assert "starting at step 0 of 3000 on 1 GPUs at batch 128" in log, log
+
+    # (3) the job runs at the advised batch now: a later pass advises nothing more
+    again = reconcile(env)
+    assert not [a for a in again if a["kind"] in ("batch", "resize")], again
+    # the job that never asked kept its batch (it reports none) and its run
+    assert "batch_size" not in progress_fields(env, never, 10, lambda f: True)
+    assert actions.show_job(never, cfg)["Restarts"] == "0"
+    assert "emulated_train: batch" not in (tmp_path / "never.out").read_text()
+
+    # (4) the journal has the advice; the batch history shows in wattctl report
+    entries = [e for e in Journal(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / "journal.jsonl")
+               .entries() if e.action["kind"] == "batch"]
+    assert [(e.event, e.action["job_id"], e.action["batch_size"]) for e in entries] == \
+        [("begin", asks, new), ("step:advise", asks, new), ("done", asks, new)], entries
+    out = run([sys.executable, "-m", "slurm_plugin.cli", "report", "--batches", "--since",
+               "now-1h", "--json"], env=env, timeout_s=60)
+    jobs = json.loads(out.stdout)["jobs"]
+    assert never not in jobs, jobs
+    assert [(e["source"], e["batch_size"]) for e in jobs[asks]] == \
+        [("job", 128), ("advice", new), ("job", new)], jobs[asks]
+    text = run([sys.executable, "-m", "slurm_plugin.cli", "report", "--batches", "--job", asks,
+                "--since", "now-1h"], env=env, timeout_s=60).stdout
+    assert f"{asks}  " in text and "advice" in text and f"ones: batch 128->{new}" in text, text
+    for jid in (asks, never):
+        actions.cancel(jid, cfg)
