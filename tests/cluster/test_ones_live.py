@@ -115,7 +115,7 @@ def test_a_running_job_follows_the_batch_advice_without_a_restart(localcluster, 
     again = reconcile(env)
     assert not [a for a in again if a["kind"] in ("batch", "resize")], again
     # the job that never asked kept its batch (it reports none) and its run
-    assert "batch_size" not in progress_fields(env, never, 10, lambda f: True)
+    assert progress_fields(env, never, 10, lambda f: True).get("batch_size") is None
     assert actions.show_job(never, cfg)["Restarts"] == "0"
     assert "emulated_train: batch" not in (tmp_path / "never.out").read_text()
 
