@@ -7,6 +7,8 @@ running job reads the advice with its next progress report and changes its batch
 restart (Slurm's ``Restarts`` stays 0, its steps go on); a later pass advises nothing more.
 The job that never asks is neither advised nor resized. ``wattctl report --batches`` shows the
 first job's history: it started at 128, was advised the new batch, and ran at it.
+Across GPU counts: a journaled resize that sets a batch requeues an elastic job, and its next
+run starts at that batch, handed to it in ``$WATTBATCH_BATCH_SIZE``/``$WATTBATCH_LR_SCALE``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from pathlib import Path
 import pytest
 from cluster_waits import wait_job
 
+from slurm_plugin import live
 from slurm_plugin.journal import Journal
+from slurm_plugin.model import Action, Readings
 from slurm_plugin.proc import run
+from slurm_plugin.reconcile import reconcile_pass
 from slurm_plugin.slurm import actions
 
 pytestmark = pytest.mark.cluster
@@ -36,18 +41,20 @@ def env(localcluster, tmp_path) -> dict[str, str]:
     return {**localcluster.env, **SETTINGS, "WATTBATCH_RECONCILE_STATE_DIR": str(state)}
 
 
-def submit(env: dict, tmp_path: Path, name: str, *train_args: str) -> str:
+def submit(env: dict, tmp_path: Path, name: str, *train_args: str, wb: tuple = ()) -> str:
     """An emulated cifar10 job through wattbatch with a batch range, 2 h limit (the
     policy only advises a batch whose predicted run fits within the limit)."""
     script = tmp_path / f"{name}.sh"
     script.write_text(
         f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --output={tmp_path}/{name}.out\n"
-        'echo "batch env ${WATTBATCH_BATCH_SIZE:-none} range $WATTBATCH_BATCH_RANGE"\n'
+        "#SBATCH --open-mode=append\n"
+        'echo "batch env ${WATTBATCH_BATCH_SIZE:-none} lr ${WATTBATCH_LR_SCALE:-none} '
+        'range $WATTBATCH_BATCH_RANGE"\n'
         f"{TRAIN} --steps 3000 --step-s 0.2 --steps-per-epoch 20 "
         f'--checkpoint "{tmp_path}/{name}.ckpt" {" ".join(train_args)}\n')
     done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=ones",
                 "--wb-batch-size=128-1024", "--wb-lr-scaling=sqrt", "--wb-app=cifar10",
-                "--gres=gpu:1", "-t", "120", str(script)],
+                "--gres=gpu:1", "-t", "120", *wb, str(script)],
                env=env, cwd=str(tmp_path), timeout_s=60)
     return done.stdout.strip().split(";")[0]
 
@@ -135,3 +142,36 @@ def test_a_running_job_follows_the_batch_advice_without_a_restart(localcluster, 
     assert f"{asks}  " in text and "advice" in text and f"ones: batch 128->{new}" in text, text
     for jid in (asks, never):
         actions.cancel(jid, cfg)
+
+
+def test_a_resize_that_sets_a_batch_hands_it_to_the_restarted_job(localcluster, env, tmp_path):
+    cfg = localcluster.config()
+    job_id = submit(env, tmp_path, "moved", "--batch-size", "128", wb=("--wb-elastic=1-2",))
+    wait_job(cfg, job_id, lambda j: j.running, timeout_s=60)
+    progress_fields(env, job_id, 60, lambda f: f.get("step", 0) >= 3)
+
+    class Resize:
+        name = "test"
+
+        def reconcile(self, ctx):
+            return (Action("resize", job_id, "test", gpus=2, batch_size=256, lr_scale=2 ** 0.5,
+                           why="test: 1->2 GPUs, batch 128->256",
+                           predicted={"from_batch_size": 128}),)
+
+    state = Path(env["WATTBATCH_RECONCILE_STATE_DIR"])
+    result = reconcile_pass(policy=Resize(), snapshot=lambda: live.snapshot(cfg),
+                            readings=Readings, actuator=live.SlurmActuator(cfg), state_dir=state)
+    assert [o.status for o in result.outcomes] == ["done"], result.as_dict()
+    steps = [e.event for e in Journal(state / "journal.jsonl").entries()]
+    assert steps == ["begin", "step:requeue_hold", "step:set_gpus", "step:advise",
+                     "step:release", "step:start_now", "done"], steps
+    wait_job(cfg, job_id, lambda j: j.running and len(j.uses) == 2, timeout_s=90)
+    fields = progress_fields(env, job_id, 60,
+                             lambda f: f.get("restart_count") == 1 and f.get("batch_size"))
+    assert fields["batch_size"] == 256, fields
+    log = (tmp_path / "moved.out").read_text()
+    assert "batch env none lr none range 128-1024" in log, log        # the first run
+    assert "batch env 256 lr 1.41421 range 128-1024" in log, log      # the restarted one
+    assert " on 2 GPUs at batch 256" in log, log
+    assert actions.show_job(job_id, cfg)["Restarts"] == "1"
+    actions.cancel(job_id, cfg)
