@@ -1,14 +1,14 @@
 """ONES's population of whole-cluster schedules (pure; a seeded ``random.Random`` decides).
 
-A schedule gives each job (a ``Plan``) one of its options (GPU count, batch, predicted
-goodput) or none (-1: queued, or a running job stopped). Its fitness is the predicted cluster
-goodput in jobs per second: the sum over jobs of 1 / (remaining fraction / goodput + restart
-cost when a running job changes its GPU count: a new batch on its GPUs costs none); a job
-without GPUs adds nothing. Every generation: crossover (each gene taken from the other parent with ``crossover_p``), mutation (each
-allocation dropped with ``mutation_p``), consolidation (jobs placed in Slurm's priority order,
-best-fit, shrunk or dropped where they do not fit), refill (queued jobs, shortest predicted
-remaining time first, at their smallest option; free GPUs then to the job gaining most goodput
-per added GPU), selection of the fittest ``population``.
+A schedule gives each job (a ``Plan``) one of its options (GPU count, batch, predicted goodput)
+or none (-1: queued, or a running job stopped). Its fitness is the predicted cluster goodput in
+jobs per second: the sum over jobs of 1 / (remaining fraction / goodput + restart cost when a
+running job changes its GPU count: a new batch on its GPUs costs none); a job without GPUs adds
+nothing. Every generation: crossover (each gene taken from the other parent with
+``crossover_p``), mutation (each allocation dropped with ``mutation_p``), consolidation (jobs
+placed in Slurm's priority order, best-fit, shrunk or dropped where they do not fit), refill
+(queued jobs, shortest predicted remaining time first, at their smallest option; free GPUs then
+to the job gaining most goodput per added GPU), selection of the fittest ``population``.
 """
 
 from __future__ import annotations
