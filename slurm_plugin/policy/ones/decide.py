@@ -10,7 +10,9 @@ best batch gives more predicted goodput than every smaller count (the job's maxi
 size), each at that batch, plus a running job's current count and batch. ``evolve`` evolves
 the population; the fittest schedule replaces the running one when its predicted goodput is
 ``min_gain`` higher. Its differences become actions: ``resize`` (new count, ``batch_size`` and
-``lr_scale``; a running job restarts from its checkpoint), ``defer`` to now (a held job that
+``lr_scale``; a running job restarts from its checkpoint), ``batch`` (a running job's new batch
+on the GPUs it holds: advice it reads through the progress API, no restart; a live job's batch
+is the one it reports with its progress), ``defer`` to now (a held job that
 starts), ``resize`` at the same count and ``defer`` by ``hold_s`` (a running job stopped, or
 a queued job left out: held so Slurm's queue order does not start it ahead of the schedule).
 A non-elastic job is never resized (a queued one may be held or released).
