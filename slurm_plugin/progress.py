@@ -81,26 +81,37 @@ def progress_point(job_id: str, step: int, samples_per_s: float, *, epoch: int =
 
 
 def advice_point(job_id: str, batch_size: int, lr_scale: float | None, *, now_s: float,
-                 from_batch_size: int | None = None, why: str = "") -> Point:
+                 from_batch_size: int | None = None, why: str = "",
+                 key: bytes | None = None) -> Point:
     """The ``job_advice`` point reconcile writes for a ``batch`` action (and a resize that
-    sets a batch)."""
-    if int(batch_size) < 1:
+    sets a batch); signed with the job's key (``progress_key``) when ``key`` is given, so that
+    a job on a site with progress keys takes advice only from the site."""
+    if isinstance(batch_size, bool) or int(batch_size) < 1:
         raise InputError(f"progress: job_advice: batch_size = {batch_size!r}: give a whole "
                          "number >= 1")
-    return Point(ADVICE, {"job_id": job_id},
-                 {"batch_size": int(batch_size),
-                  "lr_scale": float(1.0 if lr_scale is None else lr_scale),
-                  "from_batch_size": int(from_batch_size or 0), "why": why}, now_s)
+    now_s = int(now_s * 1000) / 1000        # signed to the ms
+    fields = {"batch_size": int(batch_size),
+              "lr_scale": float(1.0 if lr_scale is None else lr_scale),
+              "from_batch_size": int(from_batch_size or 0), "why": why}
+    if key is not None:
+        fields[progress_key.SIG_FIELD] = progress_key.sign(key, job_id, now_s, fields)
+    return Point(ADVICE, {"job_id": job_id}, fields, now_s)
 
 
-def read_advice(client: InfluxClient, job_id: str) -> Advice | None:
-    """The newest advice for ``job_id`` (None: none). Raises ``TelemetryError``."""
+def read_advice(client: InfluxClient, job_id: str, key: bytes | None = None,
+                batch_range: tuple[int, int] | None = None) -> Advice | None:
+    """The newest advice for ``job_id`` (None: none, not signed with ``key`` when given, or
+    outside ``batch_range``). Raises ``TelemetryError``."""
     from .telemetry.bounds import Rejected, checked
 
     where = f"{ADVICE},job_id={job_id}"
     for s in client.query(f'SELECT * FROM "{ADVICE}" WHERE "job_id" = {quote_str(job_id)} '
                           "ORDER BY time DESC LIMIT 1"):
         for row in s.rows():
+            if key is not None and not progress_key.verify(
+                    key, job_id, float(row.get("time") or 0.0),
+                    {k: v for k, v in row.items() if k != "time"}):
+                return None
             try:
                 batch = int(checked(row.get("batch_size"), "batch_size", where))
                 lr = checked(row.get("lr_scale"), "lr_scale", where, 1.0)
@@ -108,7 +119,8 @@ def read_advice(client: InfluxClient, job_id: str) -> Advice | None:
                 taken = checked(row.get("time"), "time", where, 0.0)
             except Rejected:
                 return None
-            if batch < 1:
+            if batch < 1 or (batch_range is not None
+                             and not batch_range[0] <= batch <= batch_range[1]):
                 return None
             why = row.get("why")
             return Advice(batch, lr, base, taken, why if isinstance(why, str) else "")
@@ -118,14 +130,30 @@ def read_advice(client: InfluxClient, job_id: str) -> Advice | None:
 def current_advice(job_id: str | None = None, *, client: InfluxClient | None = None
                    ) -> Advice | None:
     """The scheduler's current advice for the job (default ``$SLURM_JOB_ID``); None when there
-    is none or it cannot be read (never raises: a training job must not stop for it)."""
+    is none or it cannot be read (never raises: a training job must not stop for it). Where
+    the job has a key (``progress_key``), only advice signed with it counts; where its script
+    has ``$WATTBATCH_BATCH_RANGE``, only advice within that range."""
     job_id = job_id or os.environ.get("SLURM_JOB_ID", "")
     if not job_id:
         return None
     try:
-        return read_advice(client or _site_client(), job_id)
+        key_file = _key_file(job_id)
+        key = progress_key.read_key_file(key_file, "job key") \
+            if os.path.exists(key_file) else None
+        return read_advice(client or _site_client(), job_id, key,
+                           _batch_range(os.environ.get("WATTBATCH_BATCH_RANGE", "")))
     except Exception:       # noqa: BLE001 - InfluxDB down, a bad site config: no advice
         return None
+
+
+def _key_file(job_id: str) -> str:
+    return os.environ.get("WATTBATCH_PROGRESS_KEY_FILE") or \
+        progress_key.job_key_path(config.load()["progress.job_key_dir"], job_id)
+
+
+def _batch_range(text: str) -> tuple[int, int] | None:
+    lo, _, hi = text.strip().partition("-")
+    return (int(lo), int(hi)) if lo.isdigit() and hi.isdigit() else None
 
 
 def report_progress(step: int, samples_per_s: float, *, epoch: int = 0,
@@ -152,8 +180,7 @@ def report_progress(step: int, samples_per_s: float, *, epoch: int = 0,
         job_id, step, samples_per_s, epoch=epoch, steps_per_epoch=steps_per_epoch,
         total_steps=total_steps, restart_count=restarts, started_s=started_s, now_s=now_s,
         batch_size=batch_size)
-    key_file = os.environ.get("WATTBATCH_PROGRESS_KEY_FILE") or \
-        progress_key.job_key_path(config.load()["progress.job_key_dir"], job_id)
+    key_file = _key_file(job_id)
     if os.path.exists(key_file):
         key = progress_key.read_key_file(key_file, "job key")
         point = Point(point.measurement, point.tags, {

@@ -240,3 +240,29 @@ def test_the_batch_history_lists_advice_and_each_change_the_job_reported():
     text = batch_table({"7": events}, lambda t: f"t{t:g}")
     assert "7  t3  advice      470  lr x1.916  ones: batch 128->470 on 1 GPU" in text
     assert batch_events([], []) == []
+
+
+def test_on_a_site_with_progress_keys_only_advice_signed_with_the_job_key_counts(
+        monkeypatch, tmp_path):
+    from slurm_plugin import progress_key
+
+    key = progress_key.job_key(b"site-secret", "7").hex().encode()
+    (tmp_path / "job.key").write_bytes(key)
+    monkeypatch.setenv("WATTBATCH_PROGRESS_KEY_FILE", str(tmp_path / "job.key"))
+
+    def row(point):
+        return {"time": point.time_s, **point.fields}
+    signed = progress.advice_point("7", 470, 1.9, now_s=NOW, from_batch_size=128, why="w",
+                                   key=key)
+    assert progress.current_advice("7", client=FakeInflux([row(signed)])).batch_size == 470
+    forged = progress.advice_point("7", 470, 1.9, now_s=NOW, from_batch_size=128, why="w")
+    assert progress.current_advice("7", client=FakeInflux([row(forged)])) is None
+    other = progress.advice_point("7", 470, 1.9, now_s=NOW, key=b"someone else's")
+    assert progress.current_advice("7", client=FakeInflux([row(other)])) is None
+
+
+def test_advice_outside_the_jobs_declared_range_is_not_taken(monkeypatch):
+    monkeypatch.setenv("WATTBATCH_BATCH_RANGE", "128-256")
+    assert progress.current_advice("7", client=FakeInflux([ADVICE_ROW])) is None
+    monkeypatch.setenv("WATTBATCH_BATCH_RANGE", "128-1024")
+    assert progress.current_advice("7", client=FakeInflux([ADVICE_ROW])).batch_size == 470
