@@ -105,12 +105,13 @@ def read_advice(client: InfluxClient, job_id: str, key: bytes | None = None,
     from .telemetry.bounds import Rejected, checked
 
     where = f"{ADVICE},job_id={job_id}"
+    # grouped by the tag, so that job_id is no column of the row (not a signed field)
     for s in client.query(f'SELECT * FROM "{ADVICE}" WHERE "job_id" = {quote_str(job_id)} '
-                          "ORDER BY time DESC LIMIT 1"):
+                          'GROUP BY "job_id" ORDER BY time DESC LIMIT 1'):
         for row in s.rows():
             if key is not None and not progress_key.verify(
                     key, job_id, float(row.get("time") or 0.0),
-                    {k: v for k, v in row.items() if k != "time"}):
+                    {k: v for k, v in row.items() if k not in ("time", "job_id")}):
                 return None
             try:
                 batch = int(checked(row.get("batch_size"), "batch_size", where))

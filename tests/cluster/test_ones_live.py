@@ -108,6 +108,17 @@ def test_a_running_job_follows_the_batch_advice_without_a_restart(localcluster, 
     new = advised[0]["batch_size"]
     assert 128 < new <= 1024 and advised[0]["lr_scale"] == pytest.approx((new / 128) ** 0.5)
 
+    # the advice point, signed with the job's key on a site with progress keys (the local
+    # cluster's): the job takes only signed advice
+    from slurm_plugin import config
+    from slurm_plugin.telemetry.influx import InfluxClient, quote_str
+    site = config.load(environ=env)
+    rows = [r for s in InfluxClient.from_config(site).query(
+        f'SELECT * FROM "job_advice" WHERE "job_id" = {quote_str(asks)} GROUP BY "job_id"')
+        for r in s.rows()]
+    assert [r["batch_size"] for r in rows] == [new], rows
+    assert bool(rows[0].get("sig")) == bool(site["progress.site_key_file"]), rows
+
     # (2) the running job picks it up with its next report: same run, no restart
     fields = progress_fields(env, asks, 30, lambda f: f.get("batch_size") == new)
     assert fields["restart_count"] == 0, fields

@@ -250,8 +250,8 @@ def test_on_a_site_with_progress_keys_only_advice_signed_with_the_job_key_counts
     (tmp_path / "job.key").write_bytes(key)
     monkeypatch.setenv("WATTBATCH_PROGRESS_KEY_FILE", str(tmp_path / "job.key"))
 
-    def row(point):
-        return {"time": point.time_s, **point.fields}
+    def row(point):     # as InfluxDB answers a query without GROUP BY: the tag a column
+        return {"time": point.time_s, "job_id": "7", **point.fields}
     signed = progress.advice_point("7", 470, 1.9, now_s=NOW, from_batch_size=128, why="w",
                                    key=key)
     assert progress.current_advice("7", client=FakeInflux([row(signed)])).batch_size == 470
