@@ -19,7 +19,9 @@ learning rate) or None (no advice, or InfluxDB unreachable: reading advice never
 job that never passes its batch is never advised and keeps its batch. Reconcile writes the
 advice (``job_advice,job_id=.. batch_size=..i,lr_scale=..,from_batch_size=..i,why=".."``);
 a job restarted on another GPU count gets it in ``$WATTBATCH_BATCH_SIZE`` and
-``$WATTBATCH_LR_SCALE`` (the elastic template reads it at start). From a shell:
+``$WATTBATCH_LR_SCALE`` (the script wattbatch renders for a job with a batch range reads it at
+start). A job with a key takes only advice signed with it, within ``$WATTBATCH_BATCH_RANGE``.
+From a shell:
 ``wattbatch-progress --step S --samples-per-s R --batch-size B`` or
 ``wattbatch-progress --advice`` print the advice as JSON (``null`` for none).
 When the prolog gave the job a key (``progress_key``), the point carries its signature
