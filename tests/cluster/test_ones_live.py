@@ -56,6 +56,7 @@ def submit(env: dict, tmp_path: Path, name: str, *train_args: str, wb: tuple = (
                 "--wb-batch-size=128-1024", "--wb-lr-scaling=sqrt", "--wb-app=cifar10",
                 "--gres=gpu:1", "-t", "120", *wb, str(script)],
                env=env, cwd=str(tmp_path), timeout_s=60)
+    (tmp_path / f"{name}.submit.err").write_text(done.stderr)
     return done.stdout.strip().split(";")[0]
 
 
@@ -85,7 +86,10 @@ def progress_fields(env: dict, job_id: str, timeout_s: float, ok) -> dict:
 
 def test_a_running_job_follows_the_batch_advice_without_a_restart(localcluster, env, tmp_path):
     cfg = localcluster.config()
-    asks = submit(env, tmp_path, "asks", "--batch-size", "128")
+    asks = submit(env, tmp_path, "asks", "--batch-size", "128", wb=("--wb-explain",))
+    explained = (tmp_path / "asks.submit.err").read_text()
+    assert "wattbatch: explain: batch size 128-1024 (sqrt learning-rate rule)" in explained
+    assert "wattctl report --batches --job JOBID" in explained, explained
     never = submit(env, tmp_path, "never")
     for jid in (asks, never):
         job = wait_job(cfg, jid, lambda j: j.running, timeout_s=60)

@@ -220,6 +220,8 @@ def test_the_batch_range_goes_into_the_job_environment_and_the_script_reads_the_
     assert ("WATTBATCH_BATCH_RANGE", "64-1024") in out.env
     assert ("WATTBATCH_LR_SCALING", "sqrt") in out.env
     assert out.template
+    assert any(n.startswith("batch size 64-1024 (sqrt learning-rate rule)")
+               and "wattctl report --batches" in n for n in out.notes), out.notes
     assert not any(n == "WATTBATCH_BATCH_RANGE" for n, _ in _plan(Placement("ones", 1)).env)
 
 
