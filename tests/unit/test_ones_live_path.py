@@ -268,3 +268,48 @@ def test_advice_outside_the_jobs_declared_range_is_not_taken(monkeypatch):
     assert progress.current_advice("7", client=FakeInflux([ADVICE_ROW])) is None
     monkeypatch.setenv("WATTBATCH_BATCH_RANGE", "128-1024")
     assert progress.current_advice("7", client=FakeInflux([ADVICE_ROW])).batch_size == 470
+
+
+# ---------------------------------------------------------------- the simulator's batch action
+class BatchOnce:
+    """Advises the first running job one new batch, once, on its GPUs."""
+
+    name = "batch-once"
+
+    def __init__(self, batch: int) -> None:
+        self.batch, self.done, self.views = batch, None, []
+
+    def advise(self, request, ctx):
+        return get_policy("slurm-default").advise(request, ctx)
+
+    def reconcile(self, ctx):
+        for job in ctx.cluster.jobs.values():
+            if job.running:
+                self.views.append(job.batch_size)
+        if self.done is not None:
+            return ()
+        for job in ctx.cluster.jobs.values():
+            if job.running:
+                p = ctx.readings.progress[job.job_id]
+                self.done = (ctx.now_s, p.step / p.total_steps)
+                return (Action(kind="batch", job_id=job.job_id, policy=self.name,
+                               batch_size=self.batch),)
+        return ()
+
+
+def test_the_simulator_applies_a_batch_action_at_once_without_a_restart():
+    from slurm_plugin.physics.pollux_batch import progress_rate
+    from slurm_plugin.sim.cluster import ClusterSpec
+    from slurm_plugin.sim.engine import Simulator
+
+    from test_ones_policy import _job
+
+    job = _job(0, "cifar10", 1, 128, 0.0)
+    pol = BatchOnce(512)
+    spec = ClusterSpec(nodes=1, gpus_per_node=4, reconcile_interval_s=600, restart_cost_s=90)
+    r = Simulator([job], spec, pol).run()
+    t, f = pol.done
+    want = t + (1 - f) / progress_rate("cifar10", 1, 512, True, 128)     # no restart cost
+    # within 1% (the step counter rounds f); a restart would add 90 s, 2.4%
+    assert r["jobs_finished"] == 1 and abs(r["avg_jct_s"] - want) < 0.01 * want
+    assert pol.views[0] == 128 and set(pol.views[1:]) <= {512}
