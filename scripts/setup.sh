@@ -37,4 +37,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 echo "setup: installing wattbatch into .venv"
+# setuptools reuses build/lib when its files look newer than the sources; a checkout copied
+# with its mtimes kept (the Debian roots' copy) would install stale modules from it
+rm -rf build
 .venv/bin/python -m pip install -q --no-cache-dir ".[test]"

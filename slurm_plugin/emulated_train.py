@@ -28,6 +28,10 @@
 - Slowdown hook (for co-location interference): before each step the factor (>= 1.0) is read
   from ``--slowdown-file`` if given and present, else from ``$WATTBATCH_SLOWDOWN``, else 1.0.
   The file holds one number; whoever models the interference rewrites it while the job runs.
+- GPU speed (PAL's variability): under Slurm with the site's ``node.emulated_variability``,
+  a job started with ``--app`` takes, every step, the factor of its slowest GPU
+  (``SLURM_JOB_GPUS`` on ``SLURMD_NODENAME``) for that workload's PAL class; the factor is
+  printed at the start. Without ``--app`` the job names no class and runs at 1.0.
 """
 
 from __future__ import annotations
@@ -149,6 +153,28 @@ def default_slowdown_file() -> Path | None:
         return None
 
 
+def gpu_speed_factor(app: str, environ: dict[str, str]) -> float:
+    """The time multiplier of this job's GPUs under the emulation (1.0 outside Slurm, without
+    ``node.emulated_variability``, or when the GPUs are not known)."""
+    if not environ.get("SLURM_JOB_ID"):
+        return 1.0
+    try:
+        from slurm_plugin.config import load
+        from slurm_plugin.node.emulated import job_gpu_indexes, job_node, variability_factor
+        from slurm_plugin.physics import job_class
+
+        cfg = load()
+        path = cfg["node.emulated_variability"]
+        if cfg["node.gpu_source"] != "emulated" or not path:
+            return 1.0
+        return variability_factor(path, job_node(environ), job_gpu_indexes(environ),
+                                  job_class(app).variability_class)
+    except Exception as exc:          # training never stops for want of the emulation
+        print(f"emulated_train: warning: no GPU speed factor ({exc}); running at 1.0",
+              file=sys.stderr, flush=True)
+        return 1.0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, required=True, help="total steps")
@@ -167,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slowdown-file", type=Path, default=None,
                     help="file holding the current slowdown factor (>= 1.0); default under "
                     "Slurm: the one the emulated GPU collector writes for this job")
+    ap.add_argument("--app", default="",
+                    help="workload class (resnet18, bert, ...): its PAL class picks the GPU "
+                    "speed factor of node.emulated_variability (default: none, 1.0)")
     args = ap.parse_args(argv)
     if args.slowdown_file is None:
         args.slowdown_file = default_slowdown_file()
@@ -177,11 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_size is not None and args.batch_size < 1:
         ap.error("--batch-size must be >= 1")
     gpus = job_gpus(dict(os.environ))
-    step_s = args.step_s / gpus ** args.gpu_scaling
+    speed = gpu_speed_factor(args.app, dict(os.environ)) if args.app else 1.0
+    step_s = args.step_s / gpus ** args.gpu_scaling * speed
     batch = start_batch(args.batch_size, os.environ.get("WATTBATCH_BATCH_SIZE", ""))
 
     step = read_checkpoint(args.checkpoint)
-    print(f"emulated_train: starting at step {step} of {args.steps} on {gpus} GPUs"
+    print(f"emulated_train: starting at step {step} of {args.steps} on {gpus} GPUs "
+          f"(GPU speed factor {speed:.4f})"
           + (f" at batch {batch}" if batch is not None else ""), flush=True)
     state = {"step": step}
 

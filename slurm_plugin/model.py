@@ -91,6 +91,7 @@ class Job:
     state: str
     name: str = ""
     user: str = ""
+    account: str = ""             # the Slurm account it is charged to ("" unknown)
     partition: str = ""
     gpus: int = 0                 # whole GPUs requested per node (untyped count)
     shards: int = 0               # shards requested per node
@@ -184,6 +185,7 @@ class JobRequest:
 
     name: str = ""
     user: str = ""
+    account: str = ""              # -A/--account ("" = the user's default account)
     partition: str = ""            # -p/--partition ("" = the default partition)
     gpus: int = 0                  # GPUs per node; 0 for a CPU-only job
     num_nodes: int = 1

@@ -42,7 +42,7 @@ def _o(name: str, short: str = "", arg: Arg = "required", field: str = "", env: 
 
 
 OPTIONS: tuple[Opt, ...] = (
-    _o("account", "A", env="SBATCH_ACCOUNT"),
+    _o("account", "A", field="account", env="SBATCH_ACCOUNT"),
     _o("acctg-freq", env="SBATCH_ACCTG_FREQ"),
     _o("array", "a", field="array", env="SBATCH_ARRAY_INX"),
     _o("batch", env="SBATCH_BATCH"),

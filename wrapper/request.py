@@ -249,8 +249,9 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
     b_lo, b_hi = wb.batch_size or (None, None)
     limit_s = parse_time_limit_s(limit) if limit else None
     return JobRequest(
-        name=name, user=user, gpus=ask.gpus, num_nodes=nodes, gpu_model=ask.model,
-        time_limit_s=limit_s,
+        name=name, user=user, account=view.get("account") or "",
+        partition=view.get("partition") or "", gpus=ask.gpus, num_nodes=nodes,
+        gpu_model=ask.model, time_limit_s=limit_s,
         deadline_s=parse_instant_s(deadline, now_s) if deadline else None,
         slack_s=_slack_s(wb, limit_s, now_s),
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jinja2
 
-from .spec import Spec
+from .spec import EMULATED_GPUS, Spec
 
 TEMPLATES = {
     "slurm.conf": "slurm.conf.j2",
@@ -68,6 +68,9 @@ def render_all(spec: Spec, db_password: str,
     for hook in HOOKS:     # run by slurmd with this Python and this checkout's package
         files[f"{hook}.sh"] = render("hook.sh.j2", spec, hook=hook, python=sys.executable,
                                      pythonpath=str(Path(__file__).resolve().parents[2]))
+    from ..node.emulated import emulated_profile_csv
+    files[EMULATED_GPUS] = emulated_profile_csv(spec.cluster_name, spec.gpu_keys,
+                                                spec.variability_seed)
     files["job_submit.lua"] = (Path(__file__).with_name("job_submit.lua")).read_text()
     if tuple(slurm_version) >= CGROUP_CONF_FROM:
         files["cgroup.conf"] = render("cgroup.conf.j2", spec)

@@ -20,6 +20,7 @@ DEFAULT_PORTS: Mapping[str, int] = {
     "influx_rpc": 18088,
 }
 SPEC_FILE = "cluster.json"
+EMULATED_GPUS = "emulated-gpus.csv"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class Spec:
     cluster_name: str = "wattbatch"
     partition: str = "gpu"
     influx_database: str = "wattbatch"
+    # how the built-in Longhorn variability profile spreads over the emulated GPUs (PAL):
+    # with 3, gpu1's GPU 0 (Slurm's first choice) is one of the slow ones for class A
+    variability_seed: int = 3
 
     # --- names -------------------------------------------------------------------------
     @property
@@ -80,6 +84,15 @@ class Spec:
     @property
     def mariadb_socket(self) -> Path:
         return self.path("run", "mariadb.sock")
+
+    @property
+    def emulated_gpus_csv(self) -> Path:
+        """The emulated GPUs' speed per class (``node.emulated_variability``)."""
+        return self.path("etc", EMULATED_GPUS)
+
+    @property
+    def gpu_keys(self) -> list[tuple[str, int]]:
+        return [(n, i) for n in self.node_names for i in range(self.gpus_per_node)]
 
     @property
     def site_toml(self) -> Path:

@@ -162,3 +162,92 @@ class EmulatedSource:
         tmp = self.truth_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(truth))
         tmp.replace(self.truth_file)
+
+
+# --- per-GPU speed (PAL's variability) -------------------------------------------------------
+# The local cluster's GPUs differ in speed as PAL measured real V100s do: ``localcluster up``
+# spreads the rows of a variability profile over the cluster's GPUs (seeded, as the simulator's
+# ``VariabilityProfile.factors``) into a profile CSV named by ``node.emulated_variability``. An
+# emulated job (``emulated_train``, ``gpu_bench``) runs at its slowest GPU's factor for its class.
+
+EMULATED_FIELDS = ("node", "gpu_index", "uuid", "PerfVar_classA", "PerfVar_classB",
+                   "PerfVar_classC", "PerfVar_classD")
+
+
+def emulated_uuid(cluster: str, node: str, index: int, seed: int) -> str:
+    """A stable uuid of a fake GPU; another seed (the GPUs spread anew) gives other uuids, as
+    swapped hardware would."""
+    import uuid
+    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL,
+                                   f"wattbatch-emulated:{cluster}:{node}:{index}:{seed}"))
+
+
+def emulated_profile_csv(cluster: str, gpus: list[tuple[str, int]], seed: int,
+                         profile_path: str | None = None) -> str:
+    """The emulated GPUs' profile: the rows of ``profile_path`` (None: the built-in Longhorn
+    one) spread over ``gpus`` (node and index order) by ``seed``."""
+    import csv
+    import io
+
+    from ..physics.variability import CLASSES, load_profile
+    factors = load_profile(profile_path).factors(len(gpus), seed)
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(EMULATED_FIELDS)
+    for (node, index), f in zip(gpus, factors):
+        w.writerow([node, index, emulated_uuid(cluster, node, index, seed),
+                    *(f"{f[c]:.6f}" for c in CLASSES)])
+    return out.getvalue()
+
+
+_emulated_cache: dict[str, tuple[tuple[float, int], dict]] = {}
+
+
+def emulated_gpus(path: str) -> dict[tuple[str, int], tuple[str, tuple[float, ...]]]:
+    """(node, index) -> (uuid, factors A-D) of the emulated GPUs' profile at ``path`` (read
+    again when it changes); {} for "" (every GPU alike)."""
+    if not path:
+        return {}
+    from ..physics.variability import load_profile
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"node.emulated_variability: {path}: cannot read ({exc.strerror})") \
+            from None
+    stamp = (st.st_mtime, st.st_size)
+    hit = _emulated_cache.get(path)
+    if hit is None or hit[0] != stamp:
+        prof = load_profile(path)
+        uuids = prof.uuid_by_gpu()
+        hit = (stamp, {k: (uuids.get(k, ""), f) for k, f in prof.by_gpu().items()})
+        _emulated_cache[path] = hit
+    return hit[1]
+
+
+def variability_factor(path: str, node: str, indexes: tuple[int, ...] | list[int],
+                       cls: str) -> float:
+    """The time multiplier of a job of PAL class ``cls`` on these GPUs of ``node``: its slowest
+    GPU's factor (1.0 for GPUs the profile does not name, or no profile)."""
+    from ..physics.variability import CLASSES
+    table = emulated_gpus(path)
+    ci = CLASSES.index(cls)
+    vals = [table[(node, i)][1][ci] for i in indexes if (node, i) in table]
+    return max(vals) if vals else 1.0
+
+
+def job_gpu_indexes(environ: Mapping[str, str]) -> tuple[int, ...]:
+    """The GPU indexes a Slurm job holds on its node, from ``SLURM_JOB_GPUS`` (else
+    ``SLURM_STEP_GPUS``, else ``GPU_DEVICE_ORDINAL``); () when none says."""
+    for name in ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "GPU_DEVICE_ORDINAL"):
+        text = environ.get(name, "").strip()
+        if text:
+            try:
+                return tuple(int(x) for x in text.split(",") if x.strip())
+            except ValueError:
+                continue
+    return ()
+
+
+def job_node(environ: Mapping[str, str]) -> str:
+    import socket
+    return environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]

@@ -170,24 +170,35 @@ class Blend:
         """``w_h`` for h = 1..horizon_h by least squares over the origins of the fit window."""
         hmax = min(horizon_h, self.max_fit_h)
         lo = max(0, end - 24 * self.fit_days - hmax)
-        # Profile of each index as seen from an origin at most 24 h before it (days >= 1 back).
-        prof = {i: _profile(values, i - 23 if i >= 23 else 0, i, self.days)
-                for i in range(lo, end)}
+        # Anomaly of each index against its profile as seen from an origin at most 24 h before
+        # it (the mean of the same hour on the ``days`` days before; None where either is
+        # missing). Same sums in the same order as ``_profile``, inlined: this runs per issue.
+        days = self.days
+        anomaly: list[float | None] = []
+        for i in range(lo, end):
+            y = values[i]
+            total, n = 0.0, 0
+            for k in range(1, days + 1):
+                j = i - 24 * k
+                if j < 0:
+                    break
+                v = values[j]
+                if v is not None:
+                    total += v
+                    n += 1
+            anomaly.append(y - total / n if y is not None and n else None)
         num = [0.0] * (hmax + 1)
         den = [0.0] * (hmax + 1)
-        for o in range(lo, end - 1):
-            yo, po = values[o], prof[o]
-            if yo is None or po is None:
-                continue
-            a = yo - po
-            aa = a * a
-            for h in range(1, min(hmax, 24, end - 1 - o) + 1):
-                t = o + h
-                yt, pt = values[t], prof[t]
-                if yt is None or pt is None:
-                    continue
-                num[h] += a * (yt - pt)
-                den[h] += aa
+        # w_h by least squares of the anomaly h hours on against the anomaly at the origin,
+        # over the origins whose target lies inside the window (origin order, as summed before)
+        last = len(anomaly) - 1
+        for h in range(1, min(hmax, 24) + 1):
+            nh, dh = 0.0, 0.0
+            for a, b in zip(anomaly[:last + 1 - h], anomaly[h:last + 1]):
+                if a is not None and b is not None:
+                    nh += a * b
+                    dh += a * a
+            num[h], den[h] = nh, dh
         fitted = [min(1.0, max(0.0, num[h] / den[h])) if den[h] > 0 else 0.0
                   for h in range(1, min(hmax, 24) + 1)]
         w: list[float] = []

@@ -13,7 +13,8 @@ centroid, the centroid of the cluster holding the median GPU. A GPU with no run 
 counts as median (1.0).
 
 Output: one row per GPU (``node``, ``gpu_index``, ``uuid``, ``PerfVar_classA..D``,
-``cluster_classA..D``, ``perf_classA..D``), readable by ``variability.load_profile``.
+``cluster_classA..D``, ``perf_classA..D``, ``measured_at``), readable by
+``variability.load_profile``.
 """
 
 from __future__ import annotations
@@ -203,10 +204,15 @@ def build_profile(gpus: list[GpuRuns]) -> list[ProfileRow]:
 
 
 PROFILE_FIELDS = (["node", "gpu_index", "uuid"] + [f"PerfVar_class{c}" for c in CLASSES]
-                  + [f"cluster_class{c}" for c in CLASSES] + [f"perf_class{c}" for c in CLASSES])
+                  + [f"cluster_class{c}" for c in CLASSES] + [f"perf_class{c}" for c in CLASSES]
+                  + ["measured_at"])
 
 
-def write_profile(rows: list[ProfileRow], path: Path) -> None:
+def write_profile(rows: list[ProfileRow], path: Path,
+                  measured_at: str | dict[tuple[str, int | None], str] = "") -> None:
+    """``measured_at``: when the runs were taken (ISO 8601, UTC), one for every row or per
+    (node, GPU index); "" when unknown (an import of older files: the profile then ages from
+    its file's time)."""
     try:
         fh = path.open("w", newline="")
     except OSError as exc:
@@ -217,7 +223,9 @@ def write_profile(rows: list[ProfileRow], path: Path) -> None:
         for r in rows:
             w.writerow([r.node, "" if r.gpu_index is None else r.gpu_index, r.uuid,
                         *(f"{f:.6f}" for f in r.factors), *r.clusters,
-                        *("" if p is None else f"{p:.6g}" for p in r.perf)])
+                        *("" if p is None else f"{p:.6g}" for p in r.perf),
+                        measured_at if isinstance(measured_at, str)
+                        else measured_at.get((r.node, r.gpu_index), "")])
 
 
 def import_files(paths: list[Path], out: Path) -> list[ProfileRow]:

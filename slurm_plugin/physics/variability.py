@@ -28,10 +28,22 @@ BUILTIN_FILE = "variability-longhorn-32gpu.csv"
 class VariabilityProfile:
     rows: tuple[tuple[float, float, float, float], ...]
     keys: tuple[tuple[str, int] | None, ...] = ()   # (node, GPU index) per row where named
+    uuids: tuple[str, ...] = ()                     # the GPU's uuid per row ("" unknown)
+    measured_at: tuple[str, ...] = ()               # when the row was measured ("" unknown)
+    clusters: tuple[tuple[str, ...], ...] = ()      # cluster label per class ("" unknown)
 
     def by_gpu(self) -> dict[tuple[str, int], tuple[float, float, float, float]]:
         """Factors keyed by (node, GPU index), for the rows that name their GPU."""
         return {k: r for k, r in zip(self.keys, self.rows) if k is not None}
+
+    def uuid_by_gpu(self) -> dict[tuple[str, int], str]:
+        """The uuid of each GPU the profile names (where it gives one)."""
+        return {k: u for k, u in zip(self.keys, self.uuids) if k is not None and u}
+
+    def clusters_by_gpu(self) -> dict[tuple[str, int], tuple[str, ...]]:
+        """The cluster labels per class (``A0``, ``outlier``, ``-``) of each GPU the profile
+        names, where it gives them (``profile-gpus`` profiles)."""
+        return {k: c for k, c in zip(self.keys, self.clusters) if k is not None and any(c)}
 
     def factors(self, gpu_count: int, seed: int) -> list[dict[str, float]]:
         """Time multiplier per class for each of ``gpu_count`` GPUs (cluster order)."""
@@ -47,7 +59,7 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
         fh = p.open(newline="")
     except OSError as exc:
         raise InputError(f"variability: {p}: cannot read ({exc.strerror})") from None
-    rows, keys = [], []
+    rows, keys, uuids, stamps, labels = [], [], [], [], []
     with fh:
         reader = csv.DictReader(fh)
         cols = [f"PerfVar_class{c}" for c in CLASSES]
@@ -69,9 +81,13 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
                 vals.append(v)
             rows.append(tuple(vals))
             keys.append(_key(rec))
+            uuids.append((rec.get("uuid") or rec.get("GPU_UUID") or "").strip())
+            stamps.append((rec.get("measured_at") or "").strip())
+            labels.append(tuple((rec.get(f"cluster_class{c}") or "").strip() for c in CLASSES))
     if not rows:
         raise InputError(f"variability: {p}: line 2: no GPU rows")
-    return VariabilityProfile(tuple(rows), tuple(keys))
+    return VariabilityProfile(tuple(rows), tuple(keys), tuple(uuids), tuple(stamps),
+                              tuple(labels))
 
 
 def _key(rec: dict[str, str]) -> tuple[str, int] | None:

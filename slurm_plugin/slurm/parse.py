@@ -401,8 +401,8 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     b_lo, b_hi = batch or (None, None)
     return Job(
         job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
-        user=str(raw.get("user_name") or ""), partition=str(raw.get("partition") or ""),
-        gpus=gpus, shards=shares, num_nodes=num_nodes,
+        user=str(raw.get("user_name") or ""), account=str(raw.get("account") or ""),
+        partition=str(raw.get("partition") or ""), gpus=gpus, shards=shares, num_nodes=num_nodes,
         nodes=expand_hostlist(str(raw.get("nodes") or "")),
         uses=_uses(node_names, raw.get("gres_detail") or ()),
         submit_s=d.epoch(raw, "submit_time") or 0.0, start_s=d.epoch(raw, "start_time"),

@@ -5,7 +5,8 @@ reconcile history, so carbon weighs fully):
 - a deferrable job (``--wb-slack=6h``) is submitted with ``--begin`` at the forecast low;
 - when the forecast changes, a reconcile pass moves the pending job's start to the new low
   (the job's slack reaches reconcile through job_submit.lua's AdminComment record);
-- a job over two whole nodes is packed on one leaf switch of the cluster's topology.conf.
+- a job over two whole nodes is packed on one leaf switch of the cluster's topology.conf;
+- a per-account budget: a job of the account over it is deferred, its running jobs charged.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pytest
 from cluster_waits import wait_job
 
 from slurm_plugin.history import FILE_NAME, History
-from slurm_plugin.policy.greenflow.observe import LAST_S, PERIOD_START_S, SPENT_G, WEIGHT
+from slurm_plugin.policy.greenflow.observe import (LAST_S, PERIOD_START_S, SPENT_G, WEIGHT,
+                                                  account_spent_key, account_weight_key)
 from slurm_plugin.proc import run
 from slurm_plugin.slurm.snapshot import snapshot
 
@@ -96,3 +98,58 @@ def test_a_job_over_two_nodes_is_packed_on_one_switch(localcluster, env, tmp_pat
     assert "--nodelist=gpu3,gpu4" in why, why
     job = wait_job(cfg, job_id, lambda j: j.nodes != ())
     assert sorted(job.nodes) == ["gpu3", "gpu4"]
+
+
+def test_an_account_over_its_budget_is_deferred_and_charged_for_its_running_jobs(
+        localcluster, env, tmp_path):
+    """The cluster is under its budget (weight 0) and account ``root`` far over its own: a job
+    of ``-A root`` is deferred to the low, the same job without ``-A`` starts now, and a
+    reconcile pass charges root's running job to root's budget."""
+    cfg = localcluster.config()
+    now = time.time()
+    state = Path(env["WATTBATCH_RECONCILE_STATE_DIR"])
+    seed = History(state / FILE_NAME)
+    for key, value in ((LAST_S, now - 2 * HOUR_S), (SPENT_G, 0.0), (WEIGHT, 0.0),
+                       (PERIOD_START_S, (now // 86400) * 86400),
+                       (account_spent_key("root"), 1e6), (account_weight_key("root"), 1.0)):
+        seed.add(key, value)
+    seed.save()
+    env = {**env, "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "100000",
+           "WATTBATCH_GREENFLOW_ACCOUNTS": "root=0.001"}
+    low_s = _series(tmp_path / "carbon.csv", now, low_at_h=3)
+    argv = ("--wb-slack=6h", "--wb-app=resnet18", "-t", "30", "--gres=gpu:1", "--wrap=sleep 60")
+    charged, why = _wattbatch(env, "-A", "root", *argv)
+    assert "account root's budget" in why and "--begin=" in why, why
+    assert wait_job(cfg, charged, lambda j: j.pending).begin_s == pytest.approx(low_s, abs=1)
+    free, why = _wattbatch(env, *argv)
+    assert "--begin=" not in why, why
+    job = wait_job(cfg, free, lambda j: j.running)
+    assert job.account == "root"                  # Slurm's default account, read by the snapshot
+    done = run([_bin("wattctl"), "reconcile", "--policy", "greenflow", "--json"], env=env,
+               timeout_s=120)
+    seen = [a for a in json.loads(done.stdout)["actions"] if a["kind"] == "observe"]
+    assert len(seen) == 1, done.stdout
+    after = History(state / FILE_NAME).view()
+    assert after[account_spent_key("root")] > 1e6, done.stdout
+    assert after[account_weight_key("root")] == 1.0
+
+
+def test_a_job_of_more_gpu_time_goes_later_in_slurms_queue(localcluster, env, tmp_path):
+    """Queue tiers reach Slurm as --nice: a 4-GPU 10-hour job submitted first ends up behind
+    a 1-GPU 10-minute job submitted after it (both pending until their --begin)."""
+    from slurm_plugin.policy.greenflow.decide import queue_tier
+    from slurm_plugin.slurm.actions import show_job
+    cfg = localcluster.config()
+    _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)
+    env = {**env, "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "0"}       # no budget: weight 0
+    big, why = _wattbatch(env, "--begin=now+600", "--wb-app=resnet18", "-t", "600",
+                          "--gres=gpu:4", "--wrap=sleep 5")
+    tier = queue_tier(4 * 10 * HOUR_S)
+    assert tier > 0 and f"--nice={100 * tier}" in why, why
+    small, why = _wattbatch(env, "--begin=now+600", "--wb-app=resnet18", "-t", "10",
+                            "--gres=gpu:1", "--wrap=sleep 5")
+    assert "--nice" not in why, why
+    shown = {j: show_job(j, cfg) for j in (big, small)}
+    assert shown[big]["Nice"] == str(100 * tier) and shown[small]["Nice"] == "0"
+    assert int(shown[big]["Priority"]) < int(shown[small]["Priority"]), shown
+    run(["scancel", big, small], env=env, timeout_s=30)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from slurm_plugin.record import replace
 
 import pytest
 
@@ -11,7 +12,8 @@ from slurm_plugin.model import Cluster, Gpu, Job, JobRequest, Node, Readings
 from slurm_plugin.physics.job_cap import capped_job
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.greenflow.observe import SPENT_G, WEIGHT, observe
+from slurm_plugin.policy.greenflow.observe import (SPENT_G, WEIGHT, account_spent_key,
+                                                  account_weight_key, observe)
 from slurm_plugin.policy.greenflow.place import buddy_block, place, switch_of
 from slurm_plugin.policy.greenflow.settings import parse_settings
 from slurm_plugin.sim.cluster import ClusterSpec
@@ -150,6 +152,82 @@ def test_observe_paces_the_budget():
     assert under[WEIGHT] == 0.0
 
 
+def _two_accounts_cluster():
+    """n0: GPU 0 held by physics' job 1, GPU 1 shared by physics' job 2 and bio's job 3;
+    n1: GPU 0 held by bio's job 4; a pending physics job 5 deferred."""
+    n0 = Node(name="n0", gpus=(Gpu(node="n0", index=0, exclusive_job="1"),
+                               Gpu(node="n0", index=1, shard_jobs=("2", "3"))))
+    n1 = Node(name="n1", gpus=(Gpu(node="n1", index=0, exclusive_job="4"),
+                               Gpu(node="n1", index=1)))
+    run = dict(state="RUNNING", gpus=1, app="vgg16")
+    jobs = {"1": Job(job_id="1", account="physics", **run),
+            "2": Job(job_id="2", account="physics", **run),
+            "3": Job(job_id="3", account="bio", **run),
+            "4": Job(job_id="4", account="bio", **run),
+            "5": Job(job_id="5", account="physics", state="PENDING", gpus=1, app="vgg16",
+                     begin_s=9 * H, slack_s=10 * H, time_limit_s=H)}
+    return Cluster(nodes=(n0, n1), jobs=jobs)
+
+
+def _gpu_reading(node, index, power_w):
+    from slurm_plugin.model import GpuReading
+    return GpuReading(node=node, index=index, power_w=power_w, energy_j=0.0, util_pct=0.0,
+                      mem_used_mib=0.0, power_limit_w=250.0, taken_s=0.0)
+
+
+def test_each_account_is_charged_its_gpus_and_paced_against_its_own_budget():
+    s = parse_settings({"budget_kg_per_day": 1000, "accounts": "physics=0.1,bio=1000"})
+    cl = _two_accounts_cluster()
+    gpus = {(n, i): _gpu_reading(n, i, w) for n, i, w in
+            (("n0", 0, 200.0), ("n0", 1, 100.0), ("n1", 0, 300.0), ("n1", 1, 50.0))}
+    r = Readings(carbon_g_per_kwh=500.0, cluster_power_w=2000.0, gpus=gpus)
+    first = observe(s, {}, r, 0.0, 400.0, cl)
+    assert first[account_spent_key("physics")] == 0.0
+    seen = observe(s, first, r, H, 400.0, cl)
+    # per GPU: its power plus half of the node's 400 W base (2 GPUs a node);
+    # the shared GPU split evenly between physics and bio; n1's idle GPU charges no one
+    physics_w = (200 + 200) + (100 + 200) / 2
+    bio_w = (100 + 200) / 2 + (300 + 200)
+    assert seen[account_spent_key("physics")] == pytest.approx(physics_w * 500 / 1000)
+    assert seen[account_spent_key("bio")] == pytest.approx(bio_w * 500 / 1000)
+    # physics spent 275 g of 100 g a day an hour in: over; bio is far under; the cluster too
+    assert seen[account_weight_key("physics")] == 1.0
+    assert seen[account_weight_key("bio")] == 0.0 and seen[WEIGHT] < 0.5
+    # a new period starts each account from zero again
+    later = observe(s, seen, r, 86400.0 + 60, 400.0, cl)
+    assert later[account_spent_key("physics")] == pytest.approx(physics_w * 60 * 500 / 3.6e6)
+
+
+def test_an_account_over_its_budget_is_shifted_and_capped_the_others_are_not():
+    p = get_policy("greenflow")
+    settings = {"budget_kg_per_day": 1000, "accounts": "physics=0.1,bio=1000"}
+    history = {WEIGHT: 0.0, account_weight_key("physics"): 1.0, account_weight_key("bio"): 0.0}
+    req = JobRequest(gpus=1, slack_s=10 * H, time_limit_s=H, app="vgg16")
+    over = p.advise(replace(req, account="physics"), ctx(history, settings))
+    under = p.advise(replace(req, account="bio"), ctx(history, settings))
+    other = p.advise(replace(req, account="chem"), ctx(history, settings))
+    assert over.begin_s == 10 * H and "account physics's budget" in over.why[0]
+    assert under.begin_s is None and other.begin_s is None
+    # reconcile half-way through the day, physics far over its budget, bio and the cluster
+    # under theirs: physics' running jobs are capped harder than bio's (which take only the
+    # free savings)
+    now = 12 * H
+    spent = {"greenflow.last_s": now - 2 * H, "greenflow.period_start_s": 0.0, SPENT_G: 0.0,
+             account_spent_key("physics"): 1e6, account_spent_key("bio"): 0.0}
+    c = Context(cluster=_two_accounts_cluster(), now_s=now, settings=settings, history=spent,
+                readings=Readings(carbon_g_per_kwh=200.0, cluster_power_w=0.0,
+                                  carbon_forecast=tuple((now + H * h, 200.0) for h in range(1, 24))))
+    acts = {(a.kind, a.job_id): a for a in p.reconcile(c)}
+    seen = acts[("observe", "")].predicted
+    assert seen[account_weight_key("physics")] == 1.0
+    assert seen[account_weight_key("bio")] == 0.0 and seen[WEIGHT] == 0.0
+    cap = {j: acts[("power_cap", j)].power_cap_w if ("power_cap", j) in acts else None
+           for j in "1234"}
+    cap = {j: 250.0 if w is None else w for j, w in cap.items()}
+    assert max(cap["1"], cap["2"]) < min(cap["3"], cap["4"])
+    assert "account physics's budget" in acts[("power_cap", "1")].why
+
+
 def test_reconcile_caps_running_jobs_and_moves_deferred_starts():
     p = get_policy("greenflow")
     node = Node(name="n0", gpus=(Gpu(node="n0", index=0, exclusive_job="1"),))
@@ -187,3 +265,22 @@ def test_the_engine_applies_a_cap_through_the_configuration_model(tmp_path):
     power_w, slow = capped_job("vgg16", 1, 125.0)
     assert slow > 1 and capped["avg_jct_s"] == pytest.approx(1000 * slow)
     assert capped["gpu_energy_kwh"] < plain["gpu_energy_kwh"]
+
+
+def test_smaller_predicted_gpu_time_goes_first_in_the_queue():
+    from slurm_plugin.policy.greenflow.decide import MAX_TIER, TIER_GPU_S, queue_tier
+    assert queue_tier(0.0) == queue_tier(TIER_GPU_S) == 0
+    assert queue_tier(TIER_GPU_S * 1.5) == 1 and queue_tier(TIER_GPU_S * 2) == 2
+    assert queue_tier(TIER_GPU_S * 1e9) == MAX_TIER
+    tiers = [queue_tier(TIER_GPU_S * 2 ** (k / 3)) for k in range(60)]
+    assert tiers == sorted(tiers)                               # monotonic in GPU-time
+    p = get_policy("greenflow")
+    short = JobRequest(gpus=1, time_limit_s=600, app="vgg16")
+    long = JobRequest(gpus=8, time_limit_s=48 * H, app="vgg16")
+    a, b = (p.advise(r, ctx({}, {})) for r in (short, long))
+    assert a.nice is None and b.nice == queue_tier(8 * 48 * H) > 0
+    # a site can turn it off
+    assert p.advise(long, ctx({}, {"order_queue": False})).nice is None
+    with pytest.raises(ConfigError) as err:
+        parse_settings({"order_queue": "yes"})
+    assert err.value.key == "order_queue"

@@ -37,3 +37,15 @@ def test_checker_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "x.py"
     bad.write_text("from ..slurm.actions import cancel\n")
     assert "..slurm.actions" in imported_modules(bad)
+
+
+SOURCES = sorted(PKG.rglob("*.py")) + sorted((PKG.parent / "wrapper").rglob("*.py"))
+
+
+def test_every_subprocess_goes_through_proc():
+    """One function runs commands (argv lists, errors that show command, exit code and
+    stderr): no other module imports subprocess."""
+    users = [str(p.relative_to(PKG.parent)) for p in SOURCES
+             if p != PKG / "proc.py" and any(m.split(".")[0] == "subprocess"
+                                              for m in imported_modules(p))]
+    assert users == []

@@ -73,6 +73,15 @@ def test_build_request():
         "train.sh", 2, 2, 3600.0, 4600.0)
     assert (req.app, req.allow_share, req.min_gpus, req.max_gpus) == ("bert", True, 1, 4)
     assert req.opt_out == {"defer"} and req.repeat_key.endswith(":train.sh:bert")
+    assert (req.account, req.partition) == ("", "")
+    # the account and partition reach the policy (GreenFlow's per-account budgets and
+    # shiftable partitions), from the command line, the environment or the script
+    view = _view(["-A", "physics"], "#!/bin/sh\n#SBATCH -p long,short\ntrue\n")
+    req = build_request(view, wb, script="t.sh", now_s=0, environ={})
+    assert (req.account, req.partition) == ("physics", "long,short")
+    req = build_request(_view([], env={"SBATCH_ACCOUNT": "bio"}), wb, script="t.sh", now_s=0,
+                        environ={})
+    assert req.account == "bio"
     wrap = build_request(_view(["--wrap=x"]), WbSettings(), script=None, now_s=0, environ={})
     assert wrap.name == "wrap"
 

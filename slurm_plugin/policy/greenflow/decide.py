@@ -17,6 +17,8 @@ unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from types import MappingProxyType
 
 from ...errors import ConfigError, InputError
@@ -24,7 +26,7 @@ from ...model import Action, Cluster, JobRequest, Placement
 from ...physics import job_class, node_base_power_w, node_resume_delay_s
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
-from .observe import observe, weight
+from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
 from .settings import GreenFlowSettings, parse_settings
@@ -35,8 +37,15 @@ MOVE_S = 1800.0          # a re-planned start closer than this to the current on
 WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
 
 
+_GPN: list = [None, 8]    # (the nodes tuple last measured, its GPUs per node)
+
+
 def _gpus_per_node(cluster: Cluster) -> int:
-    return max((len(n.gpus) for n in cluster.nodes), default=8)
+    """The most GPUs a node has (kept for the same nodes tuple: a simulation hands the same
+    one to every pass until a node changes)."""
+    if cluster.nodes is not _GPN[0]:
+        _GPN[:] = [cluster.nodes, max((len(n.gpus) for n in cluster.nodes), default=8)]
+    return _GPN[1]
 
 
 def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
@@ -49,16 +58,18 @@ def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
     return out or (total,)
 
 
+@lru_cache(maxsize=4096)
 def _cap_table(app: str, gpus: int, caps_w, gpu_model: str, gpn: int, base_w: float):
-    """(cap, job power_w incl. its share of node power, time multiplier) per cap."""
+    """(cap, job power_w incl. its share of node power, time multiplier) per cap; a pure
+    function of the configuration models, so kept (a run asks for a few dozen tables)."""
     out = []
     for cap in caps_w:
         try:
             gpu_w, slow = capped_job(app, gpus, cap, gpu_model, gpn)
         except (ConfigError, InputError):    # no class for the app: only uncapped
-            return [(None, gpus * base_w / gpn, 1.0)] if cap is None else out
+            return ((None, gpus * base_w / gpn, 1.0),) if cap is None else tuple(out)
         out.append((cap, gpus * (gpu_w + base_w / gpn), slow))
-    return out
+    return tuple(out)
 
 
 def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCurve,
@@ -84,6 +95,19 @@ def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCu
                     best = (key, start, gpus, cap, jct, carbon)
     (score, _), start, gpus, cap, jct, carbon = best
     return score, start, gpus, cap, jct, carbon, jct0, c0
+
+
+TIER_GPU_S = 3600.0      # queue tier 0: up to this much predicted GPU-time
+MAX_TIER = 12
+
+
+def queue_tier(gpu_s: float) -> int:
+    """The queue tier of a job predicted to hold ``gpu_s`` GPU-seconds: one tier per doubling
+    above ``TIER_GPU_S`` (shortest-area first is what minimises average JCT under a queue;
+    Slurm's own age factor, and the simulator's submit order within a tier, keep it fair)."""
+    if gpu_s <= TIER_GPU_S:
+        return 0
+    return min(MAX_TIER, int(math.log2(gpu_s / TIER_GPU_S)) + 1)
 
 
 class GreenFlow:
@@ -114,7 +138,7 @@ class GreenFlow:
         if request.slack_s and "defer" not in request.opt_out and s.may_shift(request.partition):
             starts += [t for t, _ in curve.points if now < t <= now + request.slack_s]
         run_s = request.time_limit_s or 3600.0
-        w = weight(s, ctx.history)
+        w = weight(s, ctx.history, request.account)
         _, start, gpus, cap, jct, carbon, jct0, c0 = best_choice(now, run_s, starts, curve,
                                                                 options, w)
         per_node = gpus // request.num_nodes if gpus >= request.num_nodes else gpus
@@ -123,42 +147,58 @@ class GreenFlow:
             spot = place(ctx.cluster, per_node, request.num_nodes)
             if spot is not None:
                 nodes, indexes = spot
-        why = (f"carbon weight {w:.2f}: start +{start - now:.0f} s, {gpus} GPU(s), "
+        whose = f" (account {request.account}'s budget)" if \
+            w > weight(s, ctx.history) else ""
+        why = (f"carbon weight {w:.2f}{whose}: start +{start - now:.0f} s, {gpus} GPU(s), "
                f"cap {cap or 'none'}; predicted JCT {jct:.0f} s and {carbon:.0f} g against "
                f"{jct0:.0f} s and {c0:.0f} g run now unchanged",)
+        nice = queue_tier((jct - max(0.0, start - now)) * gpus) if s.order_queue else None
         return Placement(policy=self.name, gpus=per_node, nodes=nodes, gpu_indexes=indexes,
                          begin_s=start if start > now else None, power_cap_w=cap, why=why,
+                         nice=nice or None,
                          predicted={"jct_s": jct, "co2_g": carbon, "jct_now_s": jct0,
                                     "co2_now_g": c0, "carbon_weight": w})
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
+        last_s = ctx.history.get(LAST_S)
+        if last_s is not None and ctx.now_s - last_s < OBSERVE_S:
+            return ()                   # observed this hour: nothing to re-plan yet
         s = parse_settings(ctx.settings)
         r = ctx.readings
         if r.carbon_g_per_kwh is None or not r.carbon_forecast:
             return ()
-        seen = observe(s, ctx.history, r, ctx.now_s, node_base_power_w())
+        seen = observe(s, ctx.history, r, ctx.now_s, node_base_power_w(), ctx.cluster)
         if seen is None:
             return ()
         actions = [Action(kind="observe", job_id="", policy=self.name, predicted=seen)]
-        w = weight(s, {**ctx.history, **seen})
+        history = {**ctx.history, **seen}
         now = ctx.now_s
         curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
-        w_now = min(1.0, w * r.carbon_g_per_kwh / day_ci) if day_ci > 0 else w
+        dirty = r.carbon_g_per_kwh / day_ci if day_ci > 0 else 1.0
         gpn = _gpus_per_node(ctx.cluster)
         base_w = node_base_power_w()
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
         for job in ctx.cluster.jobs.values():
-            if job.running and job.app:
+            if job.running:
+                if not job.app:
+                    continue
+            elif not (job.pending and job.begin_s is not None and job.begin_s > ctx.now_s
+                      and job.slack_s):
+                continue    # the queue, or eligible already: nothing to re-plan (cheaply)
+            w = weight(s, history, job.account)
+            w_now = min(1.0, w * dirty)
+            if job.running:
                 gpus = len(job.uses) or job.gpus * job.num_nodes
                 cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
                 if cap != job.power_cap_w:
                     actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,
                                           power_cap_w=cap,
-                                          why=f"carbon weight {w_now:.1f} this hour"))
-            elif job.pending and job.begin_s is not None and job.slack_s \
-                    and s.may_shift(job.partition):
+                                          why=f"carbon weight {w_now:.1f} this hour"
+                                          + (f" (account {job.account}'s budget)"
+                                             if w > weight(s, history) else "")))
+            elif s.may_shift(job.partition):
                 end = job.submit_s + job.slack_s
                 starts = [now] + [t for t, _ in curve.points if now < t <= end]
                 run_s = job.time_limit_s or 3600.0

@@ -9,18 +9,33 @@ share by now. The weight is proportional to that deviation:
 ``w = clip(0.5 + gain * (spent - pro_rata) / budget, 0, 1)``: on pace, carbon and JCT count
 equally; a budget overspent by ``0.5 / gain`` of itself makes carbon all that counts, one
 underspent as much makes JCT all that counts. No budget: weight 0 (free savings only).
+Per-account budgets (``accounts``) are paced the same way, each with its own weight: an account's
+carbon is the power of the GPUs its running jobs hold (a GPU shared by several jobs split
+evenly between them) plus their share of their nodes' base power, at the same intensity. A
+job's weight is the larger of the cluster's and its account's, so an account over its budget
+is shifted and capped harder than the rest, and one within it never eases the cluster's.
 The figures go to the history through ``observe`` actions (the simulator and the live
 reconciler keep them), so the policy itself keeps no state.
 """
 
 from __future__ import annotations
 
-from ...model import Readings
+from collections import defaultdict
+
+from ...model import Cluster, Readings
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
 LAST_S, SPENT_G, PERIOD_START_S, WEIGHT = ("greenflow.last_s", "greenflow.spent_g",
                                            "greenflow.period_start_s", "greenflow.weight")
+
+
+def account_spent_key(account: str) -> str:
+    return f"{SPENT_G}@{account}"
+
+
+def account_weight_key(account: str) -> str:
+    return f"{WEIGHT}@{account}"
 
 
 def cluster_power_w(readings: Readings, node_base_power_w: float) -> float:
@@ -36,15 +51,43 @@ def cluster_power_w(readings: Readings, node_base_power_w: float) -> float:
     return total + node_base_power_w * len(powered)
 
 
-def weight(settings: GreenFlowSettings, history) -> float:
-    if settings.budget_g is None:
-        return 0.0
-    return history.get(WEIGHT, 0.5)
+def account_power_w(cluster: Cluster, readings: Readings, node_base_power_w: float,
+                    accounts) -> dict[str, float]:
+    """The power of each of ``accounts``' running jobs now: their GPUs' measured power (a
+    shared GPU split evenly) plus their GPUs' share of the node's base power."""
+    out: dict[str, float] = defaultdict(float)
+    for node in cluster.nodes:
+        per_gpu_base_w = node_base_power_w / max(1, len(node.gpus))
+        for gpu in node.gpus:
+            holders = [cluster.jobs.get(j) for j in gpu.job_ids]
+            holders = [j for j in holders if j is not None and j.account in accounts]
+            if not holders:
+                continue
+            reading = readings.gpus.get(gpu.key)
+            power_w = (reading.power_w if reading is not None else 0.0) + per_gpu_base_w
+            for job in holders:
+                out[job.account] += power_w / len(gpu.job_ids)
+    return dict(out)
+
+
+def _pace(budget_g: float, spent_g: float, share: float, gain: float) -> float:
+    deviation = (spent_g - budget_g * share) / max(budget_g, 1.0)
+    return min(1.0, max(0.0, 0.5 + gain * deviation))
+
+
+def weight(settings: GreenFlowSettings, history, account: str = "") -> float:
+    """The carbon weight of a job of ``account``: the cluster's, or its account's budget's
+    when that is higher (0 where no budget applies)."""
+    w = history.get(WEIGHT, 0.5) if settings.budget_g is not None else 0.0
+    if account in settings.accounts_g:
+        w = max(w, history.get(account_weight_key(account), 0.5))
+    return w
 
 
 def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: float,
-            node_base_power_w: float) -> dict[str, float] | None:
-    """The history update of this pass, or None when the last one is under an hour old."""
+            node_base_power_w: float, cluster: Cluster | None = None) -> dict[str, float] | None:
+    """The history update of this pass, or None when the last one is under an hour old.
+    ``cluster`` (the running jobs and their accounts) is needed for per-account budgets."""
     last_s = history.get(LAST_S)
     if last_s is not None and now_s - last_s < OBSERVE_S:
         return None
@@ -55,8 +98,19 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
         dt = now_s - max(last_s, start_s)
         spent_g += cluster_power_w(readings, node_base_power_w) * max(0.0, dt) / 3.6e6 * ci
     out = {LAST_S: now_s, SPENT_G: spent_g, PERIOD_START_S: start_s}
+    share = min(1.0, max(0.0, (now_s - start_s) / (end_s - start_s)))
     if settings.budget_g is not None:
-        share = min(1.0, max(0.0, (now_s - start_s) / (end_s - start_s)))
-        deviation = (spent_g - settings.budget_g * share) / max(settings.budget_g, 1.0)
-        out[WEIGHT] = min(1.0, max(0.0, 0.5 + settings.gain * deviation))
+        out[WEIGHT] = _pace(settings.budget_g, spent_g, share, settings.gain)
+    if settings.accounts_g:
+        same_period = history.get(PERIOD_START_S) == start_s
+        power = account_power_w(cluster, readings, node_base_power_w, settings.accounts_g) \
+            if cluster is not None else {}
+        for account, budget_g in settings.accounts_g.items():
+            key = account_spent_key(account)
+            spent = history.get(key, 0.0) if same_period else 0.0
+            if last_s is not None and ci is not None:
+                dt = max(0.0, now_s - max(last_s, start_s))
+                spent += power.get(account, 0.0) * dt / 3.6e6 * ci
+            out[key] = spent
+            out[account_weight_key(account)] = _pace(budget_g, spent, share, settings.gain)
     return out

@@ -27,9 +27,11 @@ def switch_of(node: Node) -> str:
 
 def buddy_block(node: Node, gpus: int) -> tuple[int, ...] | None:
     """The lowest aligned free block for ``gpus`` GPUs on ``node`` (its first ``gpus`` indexes)."""
+    return _buddy({g.index for g in node.gpus if g.is_free}, len(node.gpus), gpus)
+
+
+def _buddy(free, count: int, gpus: int) -> tuple[int, ...] | None:
     size = block_size(gpus)
-    free = {g.index for g in node.gpus if g.is_free}
-    count = len(node.gpus)
     if size > count:
         return None
     for start in range(0, count - size + 1, size):
@@ -38,36 +40,36 @@ def buddy_block(node: Node, gpus: int) -> tuple[int, ...] | None:
     return None
 
 
-def _free_nodes_per_switch(nodes: list[Node]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for n in nodes:
-        out[switch_of(n)] = out.get(switch_of(n), 0) + (len(n.free_gpus()) == len(n.gpus))
-    return out
-
-
 def place(cluster: Cluster, gpus_per_node: int, num_nodes: int) -> tuple[tuple[str, ...],
                                                                         tuple[int, ...]] | None:
     """(nodes, GPU indexes on a single node) for a job now, or None when it does not fit."""
-    nodes = [n for n in cluster.nodes if n.available and n.gpus]
-    free_per_switch = _free_nodes_per_switch(nodes)
+    # each available node once: its free GPU indexes and its switch
+    nodes = []
+    for n in cluster.nodes:
+        if n.gpus and n.available:
+            nodes.append((n, {g.index for g in n.gpus if g.is_free}, switch_of(n)))
+    free_per_switch: dict[str, int] = {}
+    for n, free, sw in nodes:
+        free_per_switch[sw] = free_per_switch.get(sw, 0) + (len(free) == len(n.gpus))
     if num_nodes == 1:
         best = None
-        for n in nodes:
-            if len(n.gpus) < gpus_per_node:
+        for n, free, sw in nodes:
+            if len(n.gpus) < gpus_per_node or len(free) < gpus_per_node:
                 continue
-            block = buddy_block(n, gpus_per_node)
+            block = _buddy(free, len(n.gpus), gpus_per_node)
             if block is None:
                 continue
-            key = (len(n.free_gpus()), free_per_switch[switch_of(n)], n.name)
+            key = (len(free), free_per_switch[sw], n.name)
             if best is None or key < best[0]:
                 best = (key, n.name, block)
         return None if best is None else ((best[1],), best[2])
-    whole = [n for n in nodes if len(n.free_gpus()) == len(n.gpus) and len(n.gpus) >= gpus_per_node]
+    whole = [(n, sw) for n, free, sw in nodes
+             if len(free) == len(n.gpus) and len(n.gpus) >= gpus_per_node]
     if len(whole) < num_nodes:
         return None
     by_switch: dict[str, list[str]] = {}
-    for n in whole:
-        by_switch.setdefault(switch_of(n), []).append(n.name)
+    for n, sw in whole:
+        by_switch.setdefault(sw, []).append(n.name)
     fitting = [s for s, names in by_switch.items() if len(names) >= num_nodes]
     if fitting:   # one switch: the one with the fewest free nodes that still holds the job
         s = min(fitting, key=lambda s: (len(by_switch[s]), s))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ...errors import ConfigError
@@ -33,6 +34,7 @@ class GreenFlowSettings:
     shiftable_partitions: tuple[str, ...] = ()
     caps_w: tuple[float | None, ...] = CAPS_W
     gain: float = 20.0                   # carbon weight per budget overspent (share of the budget)
+    order_queue: bool = True             # smaller predicted GPU-time first (sbatch --nice tiers)
 
     def period_of(self, now_s: float) -> tuple[float, float]:
         """(start, end) of the budget period holding ``now_s``; past the last period of a
@@ -43,7 +45,12 @@ class GreenFlowSettings:
         return start, start + self.period_s
 
     def may_shift(self, partition: str) -> bool:
-        return not self.shiftable_partitions or partition in self.shiftable_partitions
+        """A job may be shifted when every partition it may run in is shiftable (``a,b``: Slurm
+        starts it in whichever frees first); the default partition ("") only when all are."""
+        if not self.shiftable_partitions:
+            return True
+        names = [p.strip() for p in partition.split(",") if p.strip()]
+        return bool(names) and all(p in self.shiftable_partitions for p in names)
 
 
 def _kg(key: str, value: Any) -> float:
@@ -76,8 +83,21 @@ def _account_list(text: str) -> dict[str, Any]:
     return out
 
 
+_LAST: list = [None, None]      # (the mapping last parsed, its settings): a run passes one
+
+
 def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
-    """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys)."""
+    """Settings from ``Context.settings``; unknown keys are ignored (other sections' keys).
+    The same read-only mapping as the call before (a simulation passes one per run) gives the
+    same settings without parsing again."""
+    if values is _LAST[0] and isinstance(values, MappingProxyType):
+        return _LAST[1]
+    parsed = _parse(values)
+    _LAST[:] = [values, parsed]
+    return parsed
+
+
+def _parse(values: Mapping[str, Any]) -> GreenFlowSettings:
     given = [k for k in ("budget_kg_per_day", "budget_kg_per_week", "budget_kg")
              if values.get(k) is not None
              and not (k != "budget_kg" and values.get(k) == 0)]     # the site config's "none"
@@ -120,4 +140,9 @@ def parse_settings(values: Mapping[str, Any]) -> GreenFlowSettings:
             raise ConfigError(SOURCE, "shiftable_partitions", parts, "give partition names, "
                               "e.g. [\"batch\"] or \"batch,long\" (empty: all)")
         kw["shiftable_partitions"] = tuple(parts)
+    oq = values.get("order_queue")
+    if oq is not None:
+        if not isinstance(oq, bool):
+            raise ConfigError(SOURCE, "order_queue", oq, "give true or false")
+        kw["order_queue"] = oq
     return GreenFlowSettings(**kw)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from ...model import Action, Cluster, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
+from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
 
@@ -109,12 +110,18 @@ class Pal:
         factors = [f for c in best for f, _ in c[4]]
         slow = set_slowdown(factors, n, cls, s)
         gpus = [(c[3].name, idx, f) for c in best for f, idx in c[4]]
-        shown = ", ".join(f"{node}:{idx} x{f:.3f}" for node, idx, f in gpus[:16])
+        labels = prof.labels or {}
+        shown = ", ".join(f"{node}:{idx} x{f:.3f}" + _label(labels, node, idx, ci)
+                          for node, idx, f in gpus[:16])
         if len(gpus) > 16:
             shown += f", ... ({len(gpus)} GPUs)"
         how = f"single node, best fit under the slowdown threshold {limit:.3f}" if n == 1 else \
             f"PM-First over {n} nodes (locality penalty x{s.penalty(cls):.2f})"
         why = f"pal: class {cls} job, {how}: {shown}; predicted slowdown {slow:.3f}"
+        old = _stale(prof, gpus, ctx.now_s, s.max_age_days)
+        if old:
+            why += (f"; profile stale (older than {s.max_age_days:g} days, re-run wattctl "
+                    f"profile-gpus run) for {old}")
         nodes = tuple(c[3].name for c in best)
         indexes = tuple(sorted(idx for _, idx in best[0][4])) if n == 1 else ()
         return Placement(policy=self.name, gpus=request.gpus, nodes=nodes, gpu_indexes=indexes,
@@ -123,6 +130,25 @@ class Pal:
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return ()
+
+
+def _label(labels, node: str, idx: int, ci: int) -> str:
+    """`` (A0)``: the GPU's cluster for the class in the profile, where it names one
+    (`` (unmeasured)``: the profile has no run of the class on it, so it counts as median)."""
+    got = labels.get((node, idx))
+    if not got or not got[ci]:
+        return ""
+    return " (unmeasured)" if got[ci] == "-" else f" ({got[ci]})"
+
+
+def _stale(prof: Profile, gpus: list[tuple[str, int, float]], now_s: float,
+           max_age_days: float) -> str:
+    """The chosen GPUs whose profile row is older than ``max_age_days`` ("" none)."""
+    if not prof.measured_s or max_age_days <= 0 or now_s <= 0:
+        return ""
+    old = [f"{n}:{i}" for n, i, _ in gpus
+           if (n, i) in prof.measured_s and aged(prof.measured_s[(n, i)], now_s, max_age_days)]
+    return ", ".join(old)
 
 
 def _with(pl: Placement, **kw) -> Placement:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ...errors import ConfigError
 from ...physics.variability import load_profile
+from .freshness import measured_times
 from .settings import CLASSES, SOURCE, PalSettings
 
 Factors = Mapping[tuple[str, int], tuple[float, float, float, float]]
@@ -21,6 +22,8 @@ class Profile:
     factors: Factors                       # (node, GPU index) -> time multiplier per class
     order: tuple[str, ...] = CLASSES       # most variability-sensitive class first
     spread: Mapping[str, float] | None = None
+    measured_s: Mapping[tuple[str, int], float] | None = None   # when each row was measured
+    labels: Mapping[tuple[str, int], tuple[str, ...]] | None = None   # cluster per class
 
     def factor(self, node: str, index: int, cls: str) -> float:
         f = self.factors.get((node, index))
@@ -52,10 +55,12 @@ def sensitivity(factors: Factors) -> dict[str, float]:
     return out
 
 
-def make_profile(factors: Factors) -> Profile:
+def make_profile(factors: Factors,
+                 measured_s: Mapping[tuple[str, int], float] | None = None,
+                 labels: Mapping[tuple[str, int], tuple[str, ...]] | None = None) -> Profile:
     spread = sensitivity(factors)
     order = tuple(sorted(CLASSES, key=lambda c: (-round(spread[c], 9), c)))
-    return Profile(factors, order, spread)
+    return Profile(factors, order, spread, measured_s, labels)
 
 
 _by_mapping: dict[int, tuple[object, Profile]] = {}
@@ -84,11 +89,13 @@ def profile_of(values: Mapping[str, object], s: PalSettings) -> Profile:
     stamp = (st.st_mtime, st.st_size)
     hit2 = _by_file.get(s.profile)
     if hit2 is None or hit2[0] != stamp:
-        prof = load_profile(s.profile).by_gpu()
+        loaded = load_profile(s.profile)
+        prof = loaded.by_gpu()
         if not prof:
             raise ConfigError(SOURCE, "profile", s.profile, "the profile names no GPU (node "
                               "and gpu_index columns); write one with wattctl profile-gpus import")
-        hit2 = (stamp, make_profile(prof))
+        hit2 = (stamp, make_profile(prof, measured_times(loaded, st.st_mtime),
+                                    loaded.clusters_by_gpu()))
         _by_file[s.profile] = hit2
     return hit2[1]
 

@@ -7,6 +7,7 @@ B 1.0, C 1.0, D 1.10). ``default_class``: the PAL class of a job whose workload 
 ``slowdown_tolerance``: the threshold, as a share above the lowest slowdown some free GPU set
 offers now: sets under it count as equal and go to the best fit (default 0.02).
 ``order_queue``: whether the most variability-sensitive class goes first in the queue.
+``profile_max_age_days``: rows measured longer ago are stale (said in the explanation; 0 never).
 The simulator hands in ``profile_factors`` (the factors it applies, keyed by node and GPU index)
 in place of a file. A malformed value raises ``ConfigError`` naming ``pal``, the key and the
 value.
@@ -33,6 +34,7 @@ class PalSettings:
     default_class: str = "A"
     order_queue: bool = True
     tolerance: float = 0.02
+    max_age_days: float = 30.0
 
     def penalty(self, cls: str) -> float:
         return dict(self.locality_penalty).get(cls, 1.0)
@@ -84,6 +86,13 @@ def _parse(values: Mapping[str, Any]) -> PalSettings:
             raise ConfigError(SOURCE, "slowdown_tolerance", tol, "give the share above the "
                               "lowest slowdown still counted as equal, a number from 0 to 1")
         kw["tolerance"] = float(tol)
+    age = values.get("profile_max_age_days")
+    if age is not None:
+        if isinstance(age, bool) or not isinstance(age, (int, float)) or not math.isfinite(age) \
+                or not 0.0 <= age <= 36500:
+            raise ConfigError(SOURCE, "profile_max_age_days", age, "give the age in days after "
+                              "which a profile row is stale, a number from 0 (never) to 36500")
+        kw["max_age_days"] = float(age)
     oq = values.get("order_queue")
     if oq is not None:
         if not isinstance(oq, bool):
