@@ -63,6 +63,8 @@ class Actuator(Protocol):
     def defer(self, job_id: str, begin_s: float) -> None: ...
     def cancel(self, job_id: str) -> None: ...
     def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None: ...
+    def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
+               from_batch_size: int, why: str) -> None: ...
 
 
 # The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
@@ -72,6 +74,7 @@ STEPS: dict[str, tuple[str, ...]] = {
     "defer": ("defer",),
     "cancel": ("cancel",),
     "power_cap": ("set_power_cap",),   # recorded in Slurm; the node side applies it
+    "batch": ("advise",),              # advice the job reads (progress API); no Slurm change
     "observe": (),
     "note": (),
 }
@@ -89,6 +92,7 @@ class Outcome:
         a = self.action
         return {"kind": a.kind, "job_id": a.job_id, "policy": a.policy, "gpus": a.gpus,
                 "begin_s": a.begin_s, "why": a.why, "predicted": dict(a.predicted),
+                "batch_size": a.batch_size, "lr_scale": a.lr_scale,
                 "status": self.status, "detail": self.detail, "recovered": self.recovered}
 
 
@@ -149,6 +153,9 @@ def _run_step(actuator: Actuator, step: str, action: Action) -> None:
         actuator.defer(action.job_id, float(action.begin_s or time.time()))
     elif step == "set_power_cap":
         actuator.set_power_cap(action.job_id, action.power_cap_w)
+    elif step == "advise":
+        actuator.advise(action.job_id, int(action.batch_size or 0), action.lr_scale,
+                        int(action.predicted.get("from_batch_size", 0)), action.why)
     else:
         getattr(actuator, step)(action.job_id)
 
@@ -167,6 +174,15 @@ def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
     return False, "; the job was released as it is"
 
 
+def _with_advice(steps: tuple[str, ...], action: Action) -> tuple[str, ...]:
+    """A resize that sets a batch also writes the advice, once the GPU count is set and before
+    the job is released: its next run reads it at start."""
+    if action.kind != "resize" or action.batch_size is None:
+        return steps
+    at = steps.index("set_gpus") + 1
+    return (*steps[:at], "advise", *steps[at:])
+
+
 def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ...]:
     """The steps of ``action``. A resize of a job still pending and not held by us (an
     elastic job admitted at another count before it started) only sets its GPU count: there is
@@ -175,10 +191,10 @@ def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ..
         try:
             view = actuator.observe(action.job_id)
         except WattError:
-            return STEPS["resize"]      # the first step reads the job again and says why
+            return _with_advice(STEPS["resize"], action)   # the first step reads the job again
         if view is not None and view.pending and not view.held:
-            return ("set_gpus",)
-    return STEPS[action.kind]
+            return _with_advice(("set_gpus",), action)
+    return _with_advice(STEPS[action.kind], action)
 
 
 def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,

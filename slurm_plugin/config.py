@@ -160,6 +160,18 @@ SCHEMA: dict[str, Key] = {
     "eaco.max_slowdown": _num(1, 10),
     "eaco.observe_epochs": _int(1, 100),
     "eaco.deadline_factor": _num(1, 100),
+    "ones.population": _int(2, 256),
+    "ones.generations": _int(0, 64),
+    "ones.crossover_p": _num(0, 1),
+    "ones.mutation_p": _num(0, 1),
+    "ones.seed": _int(0, None),
+    "ones.restart_cost_s": _num(0, 86400),
+    "ones.min_interval_s": _num(0, 1e7),
+    "ones.min_gain": _num(0, 1000),
+    "ones.hold_s": _num(1, 1e7),
+    "ones.lookahead": _int(1, 100000),
+    "ones.max_resizes_per_pass": _int(0, 10000),
+    "ones.statistical_efficiency": _int(0, 1),
 }
 
 

@@ -17,6 +17,14 @@
 - ``--gpu-scaling EXP``: a step takes ``--step-s / n**EXP`` on the job's n GPUs
   (``SLURM_GPUS_ON_NODE`` or ``CUDA_VISIBLE_DEVICES`` per node, times ``SLURM_JOB_NUM_NODES``),
   so an elastic job runs faster when it is given more GPUs (0, the default: it does not).
+- ``--batch-size B``: the job runs at global batch B (a step of ``--step-s`` and
+  ``--samples-per-step`` describe batch B) and follows the scheduler's advice: each progress
+  report carries its batch and returns the advice (``report_progress(..., batch_size=)``);
+  a new batch takes effect at the next step, without a restart (``emulated_train: batch
+  B0 -> B1 (lr x S) at step N``). At batch b a step takes ``step_s * (b / B) ** 0.5`` and
+  processes b samples (a bigger batch, more throughput, fewer steps' worth of work is not
+  modelled: the step count stays). A run started with ``$WATTBATCH_BATCH_SIZE`` (the advice
+  handed to a restarted job) starts at that batch. Without ``--batch-size`` no advice is asked.
 - Slowdown hook (for co-location interference): before each step the factor (>= 1.0) is read
   from ``--slowdown-file`` if given and present, else from ``$WATTBATCH_SLOWDOWN``, else 1.0.
   The file holds one number; whoever models the interference rewrites it while the job runs.
@@ -98,17 +106,35 @@ class Reporter:
             print("emulated_train: warning: slurm_plugin not importable; no progress reports",
                   file=sys.stderr)
 
-    def __call__(self, **kw: object) -> None:
+    def __call__(self, **kw: object) -> object:
+        """The advice ``report_progress`` returned (None: none, or not reported)."""
         if report_progress is None or time.monotonic() < self.retry_at:
-            return
+            return None
         try:
-            report_progress(**kw)
+            return report_progress(**kw)
         except Exception as exc:  # noqa: BLE001 - reporting must never kill training
             self.retry_at = time.monotonic() + self.RETRY_S
             if not self.warned:
                 self.warned = True
                 print(f"emulated_train: warning: progress not reported ({exc}); training goes "
                       "on, further failures are not shown", file=sys.stderr, flush=True)
+            return None
+
+
+def start_batch(asked: int | None, handed: str) -> int | None:
+    """The batch a run starts at: the advice handed to it (``$WATTBATCH_BATCH_SIZE``) when it
+    follows advice at all (``--batch-size``), else ``--batch-size``."""
+    if asked is None:
+        return None
+    return int(handed) if handed.strip().isdigit() and int(handed) >= 1 else asked
+
+
+def batch_factor(batch: int | None, ref: int | None) -> float:
+    """A step's time at ``batch`` over its time at ``ref`` (square root: a bigger batch
+    processes more samples per second)."""
+    if batch is None or not ref:
+        return 1.0
+    return (batch / ref) ** 0.5
 
 
 def default_slowdown_file() -> Path | None:
@@ -162,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="do not checkpoint or stop on SIGTERM (Slurm kills it later)")
     ap.add_argument("--checkpoint-s", type=float, default=0.0,
                     help="seconds each checkpoint takes to write (default 0)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="global batch the step time describes; follow the scheduler's advice")
     ap.add_argument("--slowdown-file", type=Path, default=None,
                     help="file holding the current slowdown factor (>= 1.0); default under "
                     "Slurm: the one the emulated GPU collector writes for this job")
@@ -175,13 +203,17 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--steps and --steps-per-epoch must be >= 1 and --step-s >= 0")
     if not 0 <= args.gpu_scaling <= 2 or args.checkpoint_s < 0:
         ap.error("--gpu-scaling must be within 0..2 and --checkpoint-s >= 0")
+    if args.batch_size is not None and args.batch_size < 1:
+        ap.error("--batch-size must be >= 1")
     gpus = job_gpus(dict(os.environ))
     speed = gpu_speed_factor(args.app, dict(os.environ)) if args.app else 1.0
     step_s = args.step_s / gpus ** args.gpu_scaling * speed
+    batch = start_batch(args.batch_size, os.environ.get("WATTBATCH_BATCH_SIZE", ""))
 
     step = read_checkpoint(args.checkpoint)
     print(f"emulated_train: starting at step {step} of {args.steps} on {gpus} GPUs "
-          f"(GPU speed factor {speed:.4f})", flush=True)
+          f"(GPU speed factor {speed:.4f})"
+          + (f" at batch {batch}" if batch is not None else ""), flush=True)
     state = {"step": step}
 
     def on_term(signum: int, frame: object) -> None:
@@ -196,13 +228,20 @@ def main(argv: list[str] | None = None) -> int:
     report = Reporter()
     while state["step"] < args.steps:
         t0 = time.monotonic()
-        time.sleep(step_s * slowdown(args.slowdown_file))
+        time.sleep(step_s * batch_factor(batch, args.batch_size) * slowdown(args.slowdown_file))
         state["step"] += 1
         step = state["step"]
         elapsed = max(time.monotonic() - t0, 1e-9)
-        report(step=step, samples_per_s=args.samples_per_step / elapsed,
-               epoch=step // args.steps_per_epoch, steps_per_epoch=args.steps_per_epoch,
-               total_steps=args.steps)
+        samples = args.samples_per_step if batch is None else batch
+        kw = {} if batch is None else {"batch_size": batch}
+        advice = report(step=step, samples_per_s=samples / elapsed,
+                        epoch=step // args.steps_per_epoch, steps_per_epoch=args.steps_per_epoch,
+                        total_steps=args.steps, **kw)
+        new = getattr(advice, "batch_size", None)
+        if batch is not None and isinstance(new, int) and new >= 1 and new != batch:
+            print(f"emulated_train: batch {batch} -> {new} (lr x "
+                  f"{getattr(advice, 'lr_scale', 1.0):.4g}) at step {step}", flush=True)
+            batch = new
         if step % args.steps_per_epoch == 0 or step == args.steps:
             write_checkpoint(args.checkpoint, step, args.checkpoint_s)
     print(f"emulated_train: done, {state['step']} steps", flush=True)

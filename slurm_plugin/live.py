@@ -78,3 +78,19 @@ class SlurmActuator:
 
     def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None:
         actions.set_power_cap(job_id, power_cap_w, self.cfg)
+
+    def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
+               from_batch_size: int, why: str) -> None:
+        """The batch-size advice the job reads through the progress API (``job_advice``),
+        signed with the job's key where the site has progress keys (a job there takes only
+        signed advice; an unreadable site key fails the action, naming the file)."""
+        from .progress import advice_point
+
+        key = None
+        if self.cfg["progress.site_key_file"]:
+            site = progress_key.read_key_file(self.cfg["progress.site_key_file"],
+                                              "progress.site_key_file")
+            key = progress_key.job_key(site, job_id).hex().encode()
+        InfluxClient.from_config(self.cfg).write([advice_point(
+            job_id, batch_size, lr_scale, now_s=time.time(), from_batch_size=from_batch_size,
+            why=why, key=key)])

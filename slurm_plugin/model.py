@@ -22,7 +22,7 @@ if TYPE_CHECKING:       # the aliases are for annotations only
                        "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                        "REQUEUED"]
     ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "power_cap", "observe",
-                         "note"]
+                         "note", "batch"]
 
 
 EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
@@ -247,6 +247,7 @@ class Progress:
     total_steps: int = 0
     taken_s: float = 0.0
     started_s: float = 0.0        # time of the first progress point of this run
+    batch_size: int | None = None  # the global batch the job says it runs at (None: not said)
 
 
 @record
@@ -306,8 +307,10 @@ class Action:
     # resize: the job's restart count when decided; a job resized to 3 GPUs, then to 4, may
     # be resized to 3 again: another run, another action (None: not said)
     run: int | None = None
-    # resize: the new global batch size (None: unchanged) and the factor the job multiplies
-    # its learning rate by for it (its declared linear or sqrt rule)
+    # resize, batch: the new global batch size (None: unchanged) and the factor the job
+    # multiplies its learning rate by for it (its declared linear or sqrt rule). ``batch``
+    # changes only the batch, within the job's GPUs and without a restart: it is advice the
+    # job reads through the progress API (``progress.report_progress``)
     batch_size: int | None = None
     lr_scale: float | None = None
 

@@ -204,6 +204,16 @@ def _environment(p: Placement, request: JobRequest, cluster: Cluster | None, sit
     if p.batch_size is not None:
         env.append(("WATTBATCH_BATCH_SIZE", str(p.batch_size)))
         wanted = True
+    if request.min_batch_size is not None and request.max_batch_size is not None:
+        # the range the scheduler may advise within; the job script reads the advice at start
+        env += [("WATTBATCH_BATCH_RANGE", f"{request.min_batch_size}-{request.max_batch_size}"),
+                ("WATTBATCH_LR_SCALING", request.lr_scaling or "linear")]
+        out.notes.append(
+            f"batch size {request.min_batch_size}-{request.max_batch_size} "
+            f"({request.lr_scaling or 'linear'} learning-rate rule): a job that reports its "
+            "batch (report_progress(..., batch_size=), wattbatch-progress --batch-size) gets "
+            "the scheduler's advice; its history: wattctl report --batches --job JOBID")
+        wanted = True
     if request.min_gpus is not None and request.max_gpus is not None:
         env += [("WATTBATCH_MIN_GPUS", str(request.min_gpus)),
                 ("WATTBATCH_MAX_GPUS", str(request.max_gpus))]

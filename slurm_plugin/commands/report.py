@@ -67,8 +67,13 @@ def _when(t_s: float) -> str:
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write a PNG: energy and carbon per day stacked by account, "
                                  "with the grid's carbon intensity (needs wattbatch[plot]).")
+@click.option("--batches", is_flag=True,
+              help="Instead: the batch-size history of jobs in the period (ones): each advice "
+                   "reconcile wrote and each batch change a job reported.")
+@click.option("--job", "job_id", default=None, help="With --batches: only this job.")
 def report(by: str, since: str, until: str, cluster_name: str | None, default_app: str,
-           zone: str | None, as_json: bool, plot_file: Path | None) -> None:
+           zone: str | None, as_json: bool, plot_file: Path | None, batches: bool,
+           job_id: str | None) -> None:
     """GPU energy (kWh), carbon (kgCO2eq), GPU-hours and the share of GPU time spent on a
     shared GPU, per job, user, account or partition, from the job_energy records of jobs that
     ended in the period; and what the same jobs would have used on exclusive GPUs
@@ -98,6 +103,9 @@ def report(by: str, since: str, until: str, cluster_name: str | None, default_ap
     # influx.timeout_s is short so that submissions never wait; a report over months may take
     # longer than that to answer
     client.timeout_s = max(client.timeout_s, 30.0)
+    if batches:
+        _batches(client, since_s, until_s, job_id, as_json)
+        return
     cluster = cfg["cluster.name"] if cluster_name is None else \
         (None if cluster_name == "all" else cluster_name)
     records = read_records(client, since_s, until_s, cluster)
@@ -133,3 +141,16 @@ def report(by: str, since: str, until: str, cluster_name: str | None, default_ap
                f"({t['saved_pct']:.1f}%)")
     if plot_file is not None:
         click.echo(f"plot: {plot_file}")
+
+
+def _batches(client, since_s: float, until_s: float, job_id: str | None, as_json: bool) -> None:
+    from ..report.batches import batch_table, read_batch_history
+
+    history = read_batch_history(client, since_s, until_s, job_id)
+    if as_json:
+        click.echo(json.dumps({"since": _when(since_s), "until": _when(until_s),
+                               "jobs": history}, indent=1))
+        return
+    click.echo(f"batch sizes {_when(since_s)} to {_when(until_s)}: {len(history)} jobs")
+    if history:
+        click.echo(batch_table(history, _when))

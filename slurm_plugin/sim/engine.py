@@ -742,6 +742,13 @@ class Simulator:
                 self._push(j.begin_s, _BEGIN, j)
         elif a.kind == "power_cap":
             self._set_cap(j, a.power_cap_w)
+        elif a.kind == "batch":     # the job follows the advice at its next step: no restart
+            if j.state == RUNNING and a.batch_size is not None:
+                self._settle(j)
+                self._rebatch(j, a.batch_size)
+                self._retune(list(j.gpus))
+                if j.id in self.job_views:
+                    self.job_views[j.id] = replace(self.job_views[j.id], **self._batch_fields(j))
         elif a.kind in ("move_exclusive", "resize"):
             gpus = a.gpus or j.per_node
             nodes = j.num_nodes

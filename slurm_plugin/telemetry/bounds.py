@@ -27,6 +27,8 @@ LIMITS: dict[str, tuple[float, float]] = {
     "total_steps": (0.0, 1e13),
     "restart_count": (0.0, 1e6),
     "started_s": (0.0, 1e11),
+    "batch_size": (0.0, 1e9),     # a global batch (0: not said)
+    "lr_scale": (0.0, 1e6),
     "time": (0.0, 1e11),          # epoch seconds, before the year 5138
 }
 

@@ -79,7 +79,8 @@ def _progress(job_id: str, row: dict[str, Any]) -> Progress:
     return Progress(job_id=job_id, step=int(num("step")), samples_per_s=num("samples_per_s"),
                     epoch=int(num("epoch")), steps_per_epoch=int(num("steps_per_epoch")),
                     total_steps=int(num("total_steps")), taken_s=taken_s,
-                    started_s=checked(row.get("started_s"), "started_s", where, taken_s))
+                    started_s=checked(row.get("started_s"), "started_s", where, taken_s),
+                    batch_size=int(num("batch_size")) or None)
 
 
 def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | None = None,

@@ -10,7 +10,9 @@ best batch gives more predicted goodput than every smaller count (the job's maxi
 size), each at that batch, plus a running job's current count and batch. ``evolve`` evolves
 the population; the fittest schedule replaces the running one when its predicted goodput is
 ``min_gain`` higher. Its differences become actions: ``resize`` (new count, ``batch_size`` and
-``lr_scale``; a running job restarts from its checkpoint), ``defer`` to now (a held job that
+``lr_scale``; a running job restarts from its checkpoint), ``batch`` (a running job's new batch
+on the GPUs it holds: advice it reads through the progress API, no restart; a live job's batch
+is the one it reports with its progress), ``defer`` to now (a held job that
 starts), ``resize`` at the same count and ``defer`` by ``hold_s`` (a running job stopped, or
 a queued job left out: held so Slurm's queue order does not start it ahead of the schedule).
 A non-elastic job is never resized (a queued one may be held or released).
@@ -26,7 +28,7 @@ from ..base import Context
 from ..elastic.decide import elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
 from .evolve import Plan, Room, evolve
-from .observe import fraction_done, run_rate
+from .observe import fraction_done, run_rate, with_reported_batch
 from .predict import best_batch, goodput, lr_scale
 from .quiet import Quiet, hold, renew, still_quiet
 from .settings import OnesSettings, parse_settings
@@ -163,6 +165,7 @@ class Ones:
         fracs: dict[str, float] = {}
         movable: list[tuple[float, Plan]] = []
         for job in _running(cluster):
+            job = with_reported_batch(job, progress.get(job.job_id))
             lo, hi = _range(job, cap)
             prof = _profiled(job)
             if lo == hi and not prof:
@@ -244,6 +247,16 @@ class Ones:
             queued = job.gpus * job.num_nodes
             changed = g != p.cur if p.running else (n != queued or
                                                      (batch is not None and batch != job.batch_size))
+            if changed and p.running and batch is not None and job.batch_size and \
+                    n == p.options[p.cur][0] and batch != job.batch_size:
+                # the same GPUs, another batch: advice the job follows without a restart
+                out.append(Action(
+                    kind="batch", job_id=p.job_id, policy=NAME, batch_size=batch,
+                    lr_scale=lr_scale(job.lr_scaling, job.batch_size, batch),
+                    why=f"ones: batch {job.batch_size}->{batch} on {n} GPU"
+                        + ("s" if n != 1 else ""),
+                    predicted={"goodput_per_s": rate, "from_batch_size": job.batch_size}))
+                continue
             if changed and budget > 0:
                 budget -= 1
                 per, k = shape(n, gpn)

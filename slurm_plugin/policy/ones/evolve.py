@@ -1,14 +1,14 @@
 """ONES's population of whole-cluster schedules (pure; a seeded ``random.Random`` decides).
 
-A schedule gives each job (a ``Plan``) one of its options (GPU count, batch, predicted
-goodput) or none (-1: queued, or a running job stopped). Its fitness is the predicted cluster
-goodput in jobs per second: the sum over jobs of 1 / (remaining fraction / goodput + restart
-cost when a running job changes); a job without GPUs adds nothing. Every generation:
-crossover (each gene taken from the other parent with ``crossover_p``), mutation (each
-allocation dropped with ``mutation_p``), consolidation (jobs placed in Slurm's priority order,
-best-fit, shrunk or dropped where they do not fit), refill (queued jobs, shortest predicted
-remaining time first, at their smallest option; free GPUs then to the job gaining most goodput
-per added GPU), selection of the fittest ``population``.
+A schedule gives each job (a ``Plan``) one of its options (GPU count, batch, predicted goodput)
+or none (-1: queued, or a running job stopped). Its fitness is the predicted cluster goodput in
+jobs per second: the sum over jobs of 1 / (remaining fraction / goodput + restart cost when a
+running job changes its GPU count: a new batch on its GPUs costs none); a job without GPUs adds
+nothing. Every generation: crossover (each gene taken from the other parent with
+``crossover_p``), mutation (each allocation dropped with ``mutation_p``), consolidation (jobs
+placed in Slurm's priority order, best-fit, shrunk or dropped where they do not fit), refill
+(queued jobs, shortest predicted remaining time first, at their smallest option; free GPUs then
+to the job gaining most goodput per added GPU), selection of the fittest ``population``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ class Plan:
         r = self.options[i][2]
         if r <= 0:
             return 0.0
-        t = self.remaining / r + (self.restart_s if self.running and i != self.cur else 0.0)
+        # a running job pays a restart for another GPU count; another batch on its GPUs is
+        # advice it follows without one
+        moved = self.running and i != self.cur and \
+            self.options[i][0] != self.options[self.cur][0]
+        t = self.remaining / r + (self.restart_s if moved else 0.0)
         return 1.0 / max(t, 1e-9)
 
     def score(self, i: int) -> float:

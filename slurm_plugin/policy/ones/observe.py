@@ -14,6 +14,7 @@ import math
 from typing import Mapping
 
 from ...model import Job, Progress
+from ...record import replace
 
 STALE_S = 900.0
 
@@ -49,3 +50,18 @@ def run_rate(p: Progress, job: Job, f: float, now_s: float, history: Mapping[str
     if f0 is None or t0 is None or now_s <= t0 or f <= f0:
         return None
     return (f - f0) / (now_s - t0)
+
+
+def with_reported_batch(job: Job, p: Progress | None) -> Job:
+    """A live job's current global batch from its progress (``report_progress(...,
+    batch_size=)``) when Slurm's record has none: only a job that reports its batch, and so
+    reads the advice, has one to change. A report from an earlier run, or outside the job's
+    declared range, does not count."""
+    if job.batch_size is not None or p is None or not p.batch_size or \
+            job.min_batch_size is None or job.max_batch_size is None:
+        return job
+    if job.start_s is not None and p.started_s + 1.0 < job.start_s:
+        return job
+    if not job.min_batch_size <= p.batch_size <= job.max_batch_size:
+        return job
+    return replace(job, batch_size=int(p.batch_size))
