@@ -68,6 +68,12 @@ class ProgressView(Mapping):
                         total_steps=total_steps, taken_s=sim.now,
                         started_s=j.run_start_s if j.run_start_s is not None else sim.now)
 
+    def get(self, job_id: str, default=None):
+        """As ``Mapping.get``, without its exception round trip for a job not running."""
+        if job_id not in self._sim.running:
+            return default
+        return self[job_id]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._sim.running)
 
