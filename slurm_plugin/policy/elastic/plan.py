@@ -86,6 +86,26 @@ def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> 
     return horizon_s * (1.0 - r) + 2.0 * restart_s
 
 
+_NOT_SHRINKABLE = ()
+
+
+def _victim_facts(m: JobModel, gpn: int):
+    """What ``victims`` needs of job ``m`` that depends only on its count, throughputs and GPUs
+    (remembered on the model): its sort key and smaller counts, and what it frees per node on
+    its minimum; ``_NOT_SHRINKABLE`` when it cannot shrink."""
+    n = m.n
+    if n <= m.lo:
+        return _NOT_SHRINKABLE
+    smaller = sizes(m.lo, n - 1, gpn, n)
+    if not smaller:
+        return _NOT_SHRINKABLE
+    new = smaller[-1]
+    base = m.x_cur      # m.tput(n)
+    per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (n - new)
+    return ((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller),
+            tuple(freed(m, smaller[0], gpn).items()))
+
+
 def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int, gpn: int,
             restart_s: float, horizon_s: float):
     """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
@@ -96,19 +116,16 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
     room = dict(free)           # per node: free now plus what every job frees on its minimum
     cands = []
     for m in movable.values():
-        n = m.n
-        if n <= m.lo:
+        got = m.memo.get(gpn)
+        if got is None:
+            got = m.memo[gpn] = _victim_facts(m, gpn)
+        if got is _NOT_SHRINKABLE:
             continue
-        smaller = sizes(m.lo, n - 1, gpn, n)
-        if not smaller:
-            continue
-        for node, c in freed(m, smaller[0], gpn).items():
+        cand, at_min = got
+        for node, c in at_min:
             if node in room:
                 room[node] += c
-        new = smaller[-1]
-        base = m.x_cur      # m.tput(n)
-        per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (n - new)
-        cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
+        cands.append(cand)
     if sum(1 for f in room.values() if f >= per) < k:
         return None             # not even every job on its minimum makes room
     cands.sort(key=lambda c: c[:4])
@@ -153,19 +170,19 @@ def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
     (whether they fit is the caller's check)."""
     out = []
     worth = gain_factor * restart_s
+    key = ("grow", gpn, cap, min_efficiency)
     for m in movable.values():
         n = m.n
         if n >= m.hi:
             continue
+        options = m.memo.get(key)
+        if options is None:
+            options = m.memo[key] = _efficient(m, gpn, cap, min_efficiency)
         base = m.x_cur      # m.tput(n)
-        per_gpu1 = base / max(prior_at(m.prior, n), 1e-12)     # one GPU's throughput
         rem, limit = m.remaining_s, m.limit_s
-        for new in sizes(n + 1, m.hi, gpn, cap):
+        for new, t in options:
             if new - n > total_free:
                 break
-            t = m.tput(new)
-            if t - base < min_efficiency * per_gpu1 * (new - n):
-                continue
             rem_at = rem * base / t if t > 0 else float("inf")     # m.remaining_at(new)
             saved = rem - rem_at - restart_s                        # m.saved_s(new, restart_s)
             if saved <= worth or not (limit is None or rem_at + restart_s <= 0.9 * limit):
@@ -173,3 +190,18 @@ def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
             out.append((saved / (new - n), m, new, saved))
     out.sort(key=lambda g: -g[0])
     return out
+
+
+def _efficient(m: JobModel, gpn: int, cap: int, min_efficiency: float) -> tuple:
+    """(count, throughput) of job ``m``'s larger counts where each added GPU adds at least
+    ``min_efficiency`` of one GPU's throughput, fewest GPUs first (remembered on the model)."""
+    n = m.n
+    base = m.x_cur      # m.tput(n)
+    per_gpu1 = base / max(prior_at(m.prior, n), 1e-12)     # one GPU's throughput
+    out = []
+    for new in sizes(n + 1, m.hi, gpn, cap):
+        t = m.tput(new)
+        if t - base < min_efficiency * per_gpu1 * (new - n):
+            continue
+        out.append((new, t))
+    return tuple(out)
