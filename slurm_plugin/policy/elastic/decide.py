@@ -191,10 +191,7 @@ class Elastic:
         pending = self._pending(cluster)
         if not models and not pending[1]:
             return tuple(actions)
-        since = now - s.min_interval_s
-        elastic = self._track.elastic
-        movable = {m.job_id: m for m in models
-                   if (st := elastic[m.job_id][0].start_s) is None or st <= since}
+        movable = self._track.movable     # this pass's: decisions take jobs out of it
         n_actions = len(actions)
         kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster)
         budget = s.max_resizes_per_pass - sum(1 for a in actions if a.kind == "resize")
