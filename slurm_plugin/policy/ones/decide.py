@@ -65,9 +65,16 @@ def _pending(cluster: Cluster, limit: int) -> list[Job]:
     return out[:limit]
 
 
+_APPS: list = []     # the profiled applications, read on first use
+
+
 def _profiled(job: Job) -> bool:
-    from ...physics.pollux import pollux_apps
-    return job.batch_size is not None and job.app in pollux_apps()
+    if job.batch_size is None:
+        return False
+    if not _APPS:
+        from ...physics.pollux import pollux_apps
+        _APPS.append(frozenset(pollux_apps()))
+    return job.app in _APPS[0]
 
 
 @lru_cache(maxsize=4096)
