@@ -29,12 +29,15 @@ class Plan:
         self.job_id, self.running, self.fixed, self.options = job_id, running, fixed, options
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
-        self.scores = [self._score(i) for i in range(len(options))]
+        scores = self.scores = [self._score(i) for i in range(len(options))]
         # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
-        self.growth: list[float | None] = [
-            -(self.scores[g + 1] - self.scores[g]) / max(options[g + 1][0] - options[g][0], 1)
-            if not fixed and self.scores[g + 1] - self.scores[g] > 0 else None
-            for g in range(len(options) - 1)] + [None]
+        growth: list[float | None] = [None] * max(len(options), 1)
+        if not fixed:
+            for g in range(len(options) - 1):
+                d = scores[g + 1] - scores[g]
+                if d > 0:
+                    growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
+        self.growth = growth
 
     def _score(self, i: int) -> float:
         r = self.options[i][2]
@@ -188,9 +191,13 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
         by_fill = orders(plans)[1]
     idle = [i for i in by_fill if genes[i] < 0 and not plans[i].fixed and plans[i].options]
     for i in idle:
+        if room.total <= 0:
+            return          # nothing left to place or grow into
         got = room.place(plans[i].options[0][0])
         if got is not None:
             genes[i], where[i] = 0, got
+    if room.total <= 0:
+        return
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
 
     for i, p in enumerate(plans):
