@@ -200,9 +200,7 @@ class Elastic:
         if budget > 0:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
-            expiry = min((e[0].start_s + s.min_interval_s for e in self._track.elastic.values()
-                          if e[0].start_s is not None and e[0].start_s + s.min_interval_s > now),
-                         default=float("inf"))
+            expiry = self._track.expiry    # when the next hysteresis ends
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
             self._quiet = None

@@ -58,6 +58,7 @@ class Tracker:
         self.sorted_ends: dict[str, list[tuple[float, int]]] = {}      # the same, soonest first
         # the last update's models of the jobs (re)started at least ``min_interval_s`` before
         self.movable: dict[str, JobModel] = {}
+        self.expiry = float("inf")      # the last update's next hysteresis end
 
     def _changed(self, cluster) -> list | None:
         """The node views that changed since the last pass, None when unknown (all)."""
@@ -129,8 +130,14 @@ class Tracker:
         movable: dict[str, JobModel] = {}
         self.movable = movable
         since = now - s.min_interval_s
+        expiry = float("inf")       # when the next elastic job's hysteresis ends
         hist, progress = ctx.history, ctx.readings.progress
         for jid, e in self.elastic.items():
+            st = e[0].start_s
+            if st is not None:
+                t = st + s.min_interval_s
+                if now < t < expiry:
+                    expiry = t
             m = e[4]
             if m is None or now >= e[7]:
                 m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates, e[8])
@@ -143,9 +150,9 @@ class Tracker:
                 rem = e[6] - now
                 m.remaining_s = rem if rem > 0.0 else 0.0
             models.append(m)
-            st = e[0].start_s
             if st is None or st <= since:
                 movable[jid] = m
+        self.expiry = expiry
         return models, updates
 
     def _add(self, job: Job) -> None:
@@ -153,8 +160,9 @@ class Tracker:
         for u in job.uses:
             uses[u.node] = uses.get(u.node, 0) + 1
         n = len(job.uses) or job.gpus * job.num_nodes
-        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None, 0.0,
-             _keys(job.job_id)]
+        rng = elastic_range(job.min_gpus, job.max_gpus)
+        e = [job, n, uses, rng, None, 0.0, None, 0.0,
+             _keys(job.job_id) if rng is not None else None]
         self.entries[job.job_id] = e
         if e[3] is not None:
             self.elastic[job.job_id] = e
