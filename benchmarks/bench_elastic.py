@@ -16,6 +16,8 @@ Usage::
 
     python benchmarks/bench_elastic.py --pollux-dir ../shared/data/workloads/pollux/workloads \\
         --philly ../shared/data/traces/philly/philly-2017-09-10.csv
+    python benchmarks/bench_elastic.py --philly-only \\
+        --philly ../shared/data/traces/philly/philly-2017-09-10.csv      # (b) and (d) only
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def spread(xs: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pollux-dir", required=True, help="folder of workload-1..8.csv")
+    ap.add_argument("--pollux-dir", default=None, help="folder of workload-1..8.csv")
     ap.add_argument("--philly", default=None, help="Philly CSV (skipped when absent)")
     ap.add_argument("--elastic-share", type=float, default=0.5)
     ap.add_argument("--restart-s", type=float, default=90.0)
@@ -80,9 +82,15 @@ def main() -> None:
     ap.add_argument("--philly-interval-s", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--philly-only", action="store_true",
+                    help="only the Philly runs (figures (b) and (d): ratios and speed)")
     a = ap.parse_args()
-    pollux = sorted(Path(a.pollux_dir).glob("workload-*.csv"),
-                    key=lambda p: int(p.stem.split("-")[1]))
+    if not a.philly_only and not a.pollux_dir:
+        ap.error("--pollux-dir is required (or --philly-only with --philly)")
+    if a.philly_only and not a.philly:
+        ap.error("--philly-only needs --philly")
+    pollux = [] if a.philly_only else sorted(Path(a.pollux_dir).glob("workload-*.csv"),
+                                             key=lambda p: int(p.stem.split("-")[1]))
     jobs = []
     for restart in (a.restart_s, 2 * a.restart_s):
         for p in pollux:
@@ -95,10 +103,11 @@ def main() -> None:
     with ProcessPoolExecutor(a.workers) as ex:
         rows = list(ex.map(run_one, jobs))
     for restart in (a.restart_s, 2 * a.restart_s):
-        print(f"\n== restart cost {restart:g} s: Pollux workloads on 16 x 4 GPUs "
-              "(ratios to slurm-default)")
-        print(f"{'workload':<12}{'policy':<17}{'avg JCT':>9}{'makespan':>10}{'worst wait':>11}"
-              f"{'resizes':>9}{'timed out':>10}")
+        print(f"\n== restart cost {restart:g} s" + (": Pollux workloads on 16 x 4 GPUs "
+              "(ratios to slurm-default)" if pollux else ""))
+        if pollux:
+            print(f"{'workload':<12}{'policy':<17}{'avg JCT':>9}{'makespan':>10}"
+                  f"{'worst wait':>11}{'resizes':>9}{'timed out':>10}")
         agg: dict[str, list[tuple[float, float, float]]] = {p: [] for p in POLICIES[1:]}
         for p in pollux:
             for pol in POLICIES[1:]:
@@ -109,12 +118,15 @@ def main() -> None:
                 print(f"{p.stem:<12}{pol:<17}{jr:>9.3f}{mr:>10.3f}{wr:>11.2f}{r['resizes']:>9}"
                       f"{r['timed_out']:>10}")
         for pol, xs in agg.items():
+            if not xs:
+                continue
             print(f"{pol}: avg JCT {spread([x[0] for x in xs])}  makespan "
                   f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
-        worst = max(x[2] for x in agg["elastic"])
-        bound = ElasticSettings().fairness_factor
-        print(f"elastic worst wait {worst:.2f}x slurm-default's: "
-              f"{'within' if worst <= bound else 'OVER'} fairness_factor {bound:g}")
+        if agg["elastic"]:
+            worst = max(x[2] for x in agg["elastic"])
+            bound = ElasticSettings().fairness_factor
+            print(f"elastic worst wait {worst:.2f}x slurm-default's: "
+                  f"{'within' if worst <= bound else 'OVER'} fairness_factor {bound:g}")
         if a.philly:
             print(f"-- Philly on 64 x 8 GPUs, {a.elastic_share:.0%} of jobs elastic (seed {a.seed})")
             b = next(x for x in rows if x["trace"] == str(Path(a.philly))

@@ -133,15 +133,19 @@ def micro(nodes: int = 1000, gpn: int = 8, n_jobs: int = 10_000, repeat: int = 3
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pollux-dir", required=True, help="folder of workload-1..8.csv")
+    ap.add_argument("--pollux-dir", default=None, help="folder of workload-1..8.csv")
     ap.add_argument("--philly", default=None, help="Philly CSV (skipped when absent)")
     ap.add_argument("--philly-jobs", type=int, default=10_000, help="first N jobs (0: all)")
     ap.add_argument("--elastic-share", type=float, default=0.5)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--philly-only", action="store_true",
+                    help="only the speed figures (c) and (d), no Pollux runs")
     a = ap.parse_args()
-    pollux = sorted(Path(a.pollux_dir).glob("workload-*.csv"),
-                    key=lambda p: int(p.stem.split("-")[1]))
+    if not a.philly_only and not a.pollux_dir:
+        ap.error("--pollux-dir is required (or --philly-only)")
+    pollux = [] if a.philly_only else sorted(Path(a.pollux_dir).glob("workload-*.csv"),
+                                             key=lambda p: int(p.stem.split("-")[1]))
     runs = []
     for stat_eff in (True, False):
         for p in pollux:
@@ -150,7 +154,8 @@ def main() -> None:
     with ProcessPoolExecutor(a.workers) as ex:
         rows = list(ex.map(run_one, runs))
     for stat_eff in (True, False):
-        pollux_table(rows, stat_eff, a.seeds)
+        if pollux:
+            pollux_table(rows, stat_eff, a.seeds)
     if a.philly:
         print(f"\n== Philly on 64 x 8 GPUs, {a.elastic_share:.0%} elastic, first "
               f"{a.philly_jobs or 'all'} jobs")

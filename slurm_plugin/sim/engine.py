@@ -366,6 +366,8 @@ class Simulator:
         g_need = head.per_node
         pinned = set(head.pin_nodes)
         now = self.now
+        if head.num_nodes == 1 and not pinned and self.nodes_on == self.spec.nodes:
+            return self._reserve_one(g_need)
         cands: list[tuple[float, int, NodeState]] = []
         best: tuple[float, int, NodeState] | None = None     # one-node heads: the earliest
         one = head.num_nodes == 1
@@ -400,6 +402,30 @@ class Simulator:
         for _, _, n in chosen:
             spare[n.name] = sum(1 for x in self._avail(n) if x <= shadow) - g_need
         return (shadow, spare)
+
+    def _reserve_one(self, g_need: int) -> tuple[float, dict[str, int]]:
+        """``_reserve`` of a one-node head with every node powered and none pinned: the first
+        node (in order) where ``g_need`` GPUs are free soonest."""
+        now = self.now
+        k = g_need - 1
+        best = None
+        best_t = 0.0
+        for n in self.nodes:
+            av = n.avail if n.avail is not None else self._avail(n)
+            if len(av) <= k:
+                continue
+            t = av[k]
+            if n.power != ON:       # booting (every node counts as powered)
+                base = n.ready_s if n.ready_s > now else now
+            else:
+                base = now
+            if t < base:
+                t = base
+            if best is None or t < best_t:
+                best, best_t = n, t
+        if best is None:
+            return (float("inf"), {})
+        return (best_t, {best.name: sum(1 for x in best.avail if x <= best_t) - g_need})
 
     def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
         shadow, spare = res

@@ -6,6 +6,7 @@ They are computed on access, so a policy that does not look at readings costs no
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from ..model import GpuReading, Progress
@@ -19,6 +20,11 @@ EPOCH_SOLO_S = 1800.0  # a job's epoch lasts this long alone (at least one epoch
 
 def epochs_of(duration_s: float) -> int:
     return max(1, min(1000, round(duration_s / EPOCH_SOLO_S)))
+
+
+@lru_cache(maxsize=65536)
+def _total_steps(duration_s: float) -> int:
+    return epochs_of(duration_s) * STEPS_PER_EPOCH
 
 
 class GpuReadings(Mapping):
@@ -56,17 +62,22 @@ class ProgressView(Mapping):
     def __getitem__(self, job_id: str) -> Progress:
         sim = self._sim
         j = sim.running[job_id]
-        total_work = j.t.duration_s
-        left = j.work_left - j.rate * (sim.now - j.last_s)
-        epochs = epochs_of(total_work)
-        total_steps = epochs * STEPS_PER_EPOCH
-        step = min(total_steps, int(math.floor((1 - left / total_work) * total_steps + 1e-9)))
-        steps_per_s = j.rate * total_steps / total_work
-        samples_s = (j.rate * j.t.samples / total_work) if j.t.samples else 32 * steps_per_s
-        return Progress(job_id=job_id, step=step, samples_per_s=samples_s,
-                        epoch=step // STEPS_PER_EPOCH, steps_per_epoch=STEPS_PER_EPOCH,
-                        total_steps=total_steps, taken_s=sim.now,
-                        started_s=j.run_start_s if j.run_start_s is not None else sim.now)
+        t = j.t
+        now, rate = sim.now, j.rate
+        total_work = t.duration_s
+        left = j.work_left - rate * (now - j.last_s)
+        total_steps = _total_steps(total_work)
+        step = min(total_steps, math.floor((1 - left / total_work) * total_steps + 1e-9))
+        samples_s = (rate * t.samples / total_work) if t.samples \
+            else 32 * (rate * total_steps / total_work)
+        return Progress(job_id, step, samples_s, step // STEPS_PER_EPOCH, STEPS_PER_EPOCH,
+                        total_steps, now, j.run_start_s if j.run_start_s is not None else now)
+
+    def get(self, job_id: str, default=None):
+        """As ``Mapping.get``, without its exception round trip for a job not running."""
+        if job_id not in self._sim.running:
+            return default
+        return self[job_id]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._sim.running)

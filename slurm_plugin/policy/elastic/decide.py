@@ -39,34 +39,54 @@ from .track import Tracker, elastic_range, node_facts
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
 
-_GEOMETRY: list = [None, 8, 0]      # (node views tuple, GPUs per node, GPUs in all)
+# the node views of the last call: (node views tuple, GPUs per node, GPUs in all, free GPUs per
+# available node); a new tuple is compared node by node with the last one (the simulator hands
+# in the same view object for a node that did not change)
+_NODES: list = [None, 8, 0, {}]
+
+
+def _nodes_state(cluster: Cluster) -> list:
+    c = _NODES
+    nodes = cluster.nodes
+    old = c[0]
+    if old is nodes:
+        return c
+    free = c[3]
+    if old is not None and len(old) == len(nodes):
+        for a, b in zip(old, nodes):
+            if a is b:
+                continue
+            if a.name != b.name or len(a.gpus) != len(b.gpus):
+                break
+            f, _, avail = node_facts(b)
+            if avail != (a.name in free):
+                break       # availability changed: the map's order is rebuilt
+            if avail:
+                free[a.name] = f
+        else:
+            c[0] = nodes
+            return c
+    out = {}
+    for n in nodes:
+        f, _, avail = node_facts(n)
+        if avail:
+            out[n.name] = f
+    c[0], c[3] = nodes, out
+    c[1] = max((len(n.gpus) for n in nodes), default=8)
+    c[2] = cluster.gpu_count
+    return c
 
 
 def _geometry(cluster: Cluster) -> tuple[int, int]:
     """(GPUs per node, GPUs in all), computed once per node-views tuple."""
-    g = _GEOMETRY
-    if g[0] is not cluster.nodes:
-        g[0] = cluster.nodes
-        g[1] = max((len(n.gpus) for n in cluster.nodes), default=8)
-        g[2] = cluster.gpu_count
-    return g[1], g[2]
-
-
-_FREE: list = [None, {}]        # (node views tuple, free GPUs per available node)
+    c = _nodes_state(cluster)
+    return c[1], c[2]
 
 
 def _free_map(cluster: Cluster) -> dict[str, int]:
     """Free GPUs per available node (a copy: callers plan on it), computed once per
     node-views tuple."""
-    c = _FREE
-    if c[0] is not cluster.nodes:
-        out = {}
-        for n in cluster.nodes:
-            f, _, avail = node_facts(n)
-            if avail:
-                out[n.name] = f
-        c[0], c[1] = cluster.nodes, out
-    return dict(c[1])
+    return dict(_nodes_state(cluster)[3])
 
 
 def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | None:
@@ -171,10 +191,7 @@ class Elastic:
         pending = self._pending(cluster)
         if not models and not pending[1]:
             return tuple(actions)
-        since = now - s.min_interval_s
-        elastic = self._track.elastic
-        movable = {m.job_id: m for m in models
-                   if (st := elastic[m.job_id][0].start_s) is None or st <= since}
+        movable = self._track.movable     # this pass's: decisions take jobs out of it
         n_actions = len(actions)
         kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster)
         budget = s.max_resizes_per_pass - sum(1 for a in actions if a.kind == "resize")
@@ -183,9 +200,7 @@ class Elastic:
         if budget > 0:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
-            expiry = min((e[0].start_s + s.min_interval_s for e in self._track.elastic.values()
-                          if e[0].start_s is not None and e[0].start_s + s.min_interval_s > now),
-                         default=float("inf"))
+            expiry = self._track.expiry    # when the next hysteresis ends
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
             self._quiet = None

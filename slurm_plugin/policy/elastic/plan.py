@@ -30,14 +30,15 @@ def wait_s(ends_on, free: dict[str, int], per: int, k: int,
     Slurm's reservation sees it; None when they never do. ``ends_on(node)``: (expected end,
     GPUs there) of its running jobs with a known end, soonest first; ``free``: GPUs free now."""
     times = []
+    append = times.append
     for name, f in free.items():
         if f >= per:
-            times.append((0.0, name))
+            append((0.0, name))
             continue
         for end, c in ends_on(name):
             f += c
             if f >= per:
-                times.append((max(0.0, end - now_s), name))
+                append((end - now_s if end > now_s else 0.0, name))
                 break
     if len(times) < k:
         return None
@@ -85,6 +86,26 @@ def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> 
     return horizon_s * (1.0 - r) + 2.0 * restart_s
 
 
+_NOT_SHRINKABLE = ()
+
+
+def _victim_facts(m: JobModel, gpn: int):
+    """What ``victims`` needs of job ``m`` that depends only on its count, throughputs and GPUs
+    (remembered on the model): its sort key and smaller counts, and what it frees per node on
+    its minimum; ``_NOT_SHRINKABLE`` when it cannot shrink."""
+    n = m.n
+    if n <= m.lo:
+        return _NOT_SHRINKABLE
+    smaller = sizes(m.lo, n - 1, gpn, n)
+    if not smaller:
+        return _NOT_SHRINKABLE
+    new = smaller[-1]
+    base = m.x_cur      # m.tput(n)
+    per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (n - new)
+    return ((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller),
+            tuple(freed(m, smaller[0], gpn).items()))
+
+
 def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int, gpn: int,
             restart_s: float, horizon_s: float):
     """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
@@ -93,25 +114,20 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
     largest smaller count that makes the job fit (else its smallest), never below its minimum
     or past its time limit."""
     room = dict(free)           # per node: free now plus what every job frees on its minimum
-    shrinkable = []
+    cands = []
     for m in movable.values():
-        if m.n <= m.lo:
+        got = m.memo.get(gpn)
+        if got is None:
+            got = m.memo[gpn] = _victim_facts(m, gpn)
+        if got is _NOT_SHRINKABLE:
             continue
-        smaller = sizes(m.lo, m.n - 1, gpn, m.n)
-        if not smaller:
-            continue
-        shrinkable.append((m, smaller))
-        for node, c in freed(m, smaller[0], gpn).items():
+        cand, at_min = got
+        for node, c in at_min:
             if node in room:
                 room[node] += c
+        cands.append(cand)
     if sum(1 for f in room.values() if f >= per) < k:
         return None             # not even every job on its minimum makes room
-    cands = []
-    for m, smaller in shrinkable:
-        new = smaller[-1]
-        base = m.tput(m.n)
-        per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (m.n - new)
-        cands.append((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller))
     cands.sort(key=lambda c: c[:4])
     trial = dict(free)
     ok = sum(1 for f in trial.values() if f >= per)      # nodes that hold ``per`` now
@@ -153,20 +169,39 @@ def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
     count end within the job's time limit, and the GPUs added be at most ``total_free``
     (whether they fit is the caller's check)."""
     out = []
+    worth = gain_factor * restart_s
+    key = ("grow", gpn, cap, min_efficiency)
     for m in movable.values():
-        if m.n >= m.hi:
+        n = m.n
+        if n >= m.hi:
             continue
-        base = m.tput(m.n)
-        per_gpu1 = base / max(prior_at(m.prior, m.n), 1e-12)     # one GPU's throughput
-        for new in sizes(m.n + 1, m.hi, gpn, cap):
-            if new - m.n > total_free:
+        options = m.memo.get(key)
+        if options is None:
+            options = m.memo[key] = _efficient(m, gpn, cap, min_efficiency)
+        base = m.x_cur      # m.tput(n)
+        rem, limit = m.remaining_s, m.limit_s
+        for new, t in options:
+            if new - n > total_free:
                 break
-            gain = m.tput(new) - base
-            if gain < min_efficiency * per_gpu1 * (new - m.n):
+            rem_at = rem * base / t if t > 0 else float("inf")     # m.remaining_at(new)
+            saved = rem - rem_at - restart_s                        # m.saved_s(new, restart_s)
+            if saved <= worth or not (limit is None or rem_at + restart_s <= 0.9 * limit):
                 continue
-            saved = m.saved_s(new, restart_s)
-            if saved <= gain_factor * restart_s or not m.within_limit(new, restart_s):
-                continue
-            out.append((saved / (new - m.n), m, new, saved))
+            out.append((saved / (new - n), m, new, saved))
     out.sort(key=lambda g: -g[0])
     return out
+
+
+def _efficient(m: JobModel, gpn: int, cap: int, min_efficiency: float) -> tuple:
+    """(count, throughput) of job ``m``'s larger counts where each added GPU adds at least
+    ``min_efficiency`` of one GPU's throughput, fewest GPUs first (remembered on the model)."""
+    n = m.n
+    base = m.x_cur      # m.tput(n)
+    per_gpu1 = base / max(prior_at(m.prior, n), 1e-12)     # one GPU's throughput
+    out = []
+    for new in sizes(n + 1, m.hi, gpn, cap):
+        t = m.tput(new)
+        if t - base < min_efficiency * per_gpu1 * (new - n):
+            continue
+        out.append((new, t))
+    return tuple(out)

@@ -7,10 +7,10 @@ longer) or when it restarts."""
 
 from __future__ import annotations
 
-from collections import ChainMap
+import math
 
 from ...model import Job
-from .observe import epoch_fraction, remaining_s, run_updates, usable_rate
+from .observe import epoch_fraction
 from .predict import JobModel, prior
 from .settings import ElasticSettings
 
@@ -51,11 +51,14 @@ class Tracker:
         self.node_ids: dict[str, tuple[str, ...]] = {}
         self.refs: dict[str, int] = {}            # job id -> nodes that list it
         # job id -> [view, GPUs, GPUs per node, elastic range, model, read at, expected end,
-        # read again at]
+        # read again at, history keys]
         self.entries: dict[str, list] = {}
         self.elastic: dict[str, list] = {}        # the entries of elastic jobs
         self.node_ends: dict[str, dict[str, tuple[float, int]]] = {}   # node -> job -> (end, GPUs)
         self.sorted_ends: dict[str, list[tuple[float, int]]] = {}      # the same, soonest first
+        # the last update's models of the jobs (re)started at least ``min_interval_s`` before
+        self.movable: dict[str, JobModel] = {}
+        self.expiry = float("inf")      # the last update's next hysteresis end
 
     def _changed(self, cluster) -> list | None:
         """The node views that changed since the last pass, None when unknown (all)."""
@@ -100,14 +103,17 @@ class Tracker:
             check.update(ids)
             self.node_ids[n.name] = ids
         if check:
-            live = set()
+            live = []
             for jid in check:
                 if refs.get(jid, 0) <= 0:
                     refs.pop(jid, None)
                     if jid in entries:
                         self._drop(jid)
                 else:
-                    live.add(jid)
+                    e = entries.get(jid)
+                    if e is not None and e[0] is jobs.get(jid):
+                        continue        # the same view: still running, followed as it is
+                    live.append(jid)
             for jid in sorted(live):    # a fixed order
                 job = jobs.get(jid)
                 e = entries.get(jid)
@@ -121,20 +127,32 @@ class Tracker:
                     self._add(job)
         updates: dict[str, float] = {}
         models: list[JobModel] = []
+        movable: dict[str, JobModel] = {}
+        self.movable = movable
+        since = now - s.min_interval_s
+        expiry = float("inf")       # when the next elastic job's hysteresis ends
         hist, progress = ctx.history, ctx.readings.progress
         for jid, e in self.elastic.items():
+            st = e[0].start_s
+            if st is not None:
+                t = st + s.min_interval_s
+                if now < t < expiry:
+                    expiry = t
             m = e[4]
             if m is None or now >= e[7]:
-                m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates)
+                m = _model(e[0], e[1], e[2], e[3], progress, hist, now, s, cap, updates, e[8])
                 e[4], e[5] = m, now
-                if m is not None:
-                    self._set_end(jid, e, now + m.remaining_s)
-                    e[7] = now + max(s.stale_s, 0.125 * m.remaining_s)     # read again then
+                if m is None:
+                    continue
+                self._set_end(jid, e, now + m.remaining_s)
+                e[7] = now + max(s.stale_s, 0.125 * m.remaining_s)     # read again then
             else:
                 rem = e[6] - now
                 m.remaining_s = rem if rem > 0.0 else 0.0
-            if m is not None:
-                models.append(m)
+            models.append(m)
+            if st is None or st <= since:
+                movable[jid] = m
+        self.expiry = expiry
         return models, updates
 
     def _add(self, job: Job) -> None:
@@ -142,7 +160,9 @@ class Tracker:
         for u in job.uses:
             uses[u.node] = uses.get(u.node, 0) + 1
         n = len(job.uses) or job.gpus * job.num_nodes
-        e = [job, n, uses, elastic_range(job.min_gpus, job.max_gpus), None, 0.0, None, 0.0]
+        rng = elastic_range(job.min_gpus, job.max_gpus)
+        e = [job, n, uses, rng, None, 0.0, None, 0.0,
+             _keys(job.job_id) if rng is not None else None]
         self.entries[job.job_id] = e
         if e[3] is not None:
             self.elastic[job.job_id] = e
@@ -176,20 +196,53 @@ class Tracker:
         return [(e[0], e[1]) for e in self.entries.values()]
 
 
+def _keys(jid: str) -> tuple[str, ...]:
+    """The history keys of job ``jid`` (``observe``'s): run, s0, t0, n, x, pn, px."""
+    return tuple(f"elastic:{k}:{jid}" for k in ("run", "s0", "t0", "n", "x", "pn", "px"))
+
+
 def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
            now: float, s: ElasticSettings, cap: int,
-           updates: dict[str, float]) -> JobModel | None:
+           updates: dict[str, float], keys: tuple[str, ...] | None = None) -> JobModel | None:
+    """The job's model from its progress reading: ``observe.usable_rate``, ``run_updates`` and
+    ``remaining_s`` in one, each history key built once (``keys``, from ``_keys``)."""
     p = progress.get(job.job_id)
-    x = usable_rate(p, job, n, now, s, hist)
-    if x is None:
-        return None             # no usable progress: keeps its count
-    upd = run_updates(p, job, n, x, hist)
-    updates.update(upd)
-    view = ChainMap(upd, hist) if upd else hist
-    rem = remaining_s(p, job, now, view)
-    if rem is None:
+    if p is None:
         return None
+    x = p.samples_per_s
+    if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        return None
+    if now - p.taken_s > s.stale_s:
+        return None
+    if job.start_s is not None and p.started_s + 1.0 < job.start_s:
+        return None     # written by the run before the last restart
+    if x > s.max_samples_per_s_per_gpu * n:
+        return None
+    k_run, k_s0, k_t0, k_n, k_x, k_pn, k_px = keys or _keys(job.job_id)
+    get = hist.get
+    pn, px = get(k_pn), get(k_px)
+    if pn and px and pn < n and x > s.superlinear * px * n / pn:
+        return None     # grown, and faster than superlinear scaling of its smaller count
+    x = float(x)
+    run = float(p.started_s)
+    if get(k_run) != run:   # a new run: its first reading gives no rate yet
+        old_n, old_x = get(k_n), get(k_x)
+        if old_n and old_x and old_n != n:
+            updates[k_pn], updates[k_px] = old_n, old_x
+        updates[k_run] = run
+        updates[k_s0] = float(p.step)
+        updates[k_t0] = float(p.taken_s)
+        if old_n != n or old_x != x:
+            updates[k_n], updates[k_x] = float(n), x
+        return None
+    if get(k_n) != n or get(k_x) != x:
+        updates[k_n], updates[k_x] = float(n), x
+    if p.total_steps <= 0:
+        return None
+    s0, t0 = get(k_s0), get(k_t0)
+    if s0 is None or t0 is None or p.taken_s <= t0 or p.step <= s0:
+        return None
+    rem = max(0.0, p.total_steps - p.step) / ((p.step - s0) / (p.taken_s - t0))
     return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
-                    int(view.get(f"elastic:pn:{job.job_id}", 0)),
-                    view.get(f"elastic:px:{job.job_id}", 0.0), epoch_fraction(p),
-                    job.submit_s, job.time_limit_s)
+                    int(pn) if pn is not None else 0, px if px is not None else 0.0,
+                    epoch_fraction(p), job.submit_s, job.time_limit_s)

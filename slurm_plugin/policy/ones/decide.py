@@ -25,8 +25,9 @@ from functools import lru_cache
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context
-from ..elastic.decide import elastic_placement
+from ..elastic.decide import _free_map, _geometry, elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
+from ..elastic.track import node_facts
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate, with_reported_batch
 from .predict import best_batch, goodput, lr_scale
@@ -38,22 +39,26 @@ MAX_GENES = 256     # running jobs in the population at most (half longest, half
 
 
 def _gpn(cluster: Cluster) -> int:
-    return max((len(n.gpus) for n in cluster.nodes), default=8)
+    return _geometry(cluster)[0]       # the most GPUs on a node (8 without nodes)
 
 
 def _free(cluster: Cluster) -> dict[str, int]:
-    return {n.name: sum(1 for g in n.gpus if g.is_free) for n in cluster.nodes if n.available}
+    """Free GPUs per available node, in node order (kept from the last call for the nodes
+    whose views did not change)."""
+    return _free_map(cluster)
 
 
 def _running(cluster: Cluster) -> list[Job]:
+    """Running jobs holding whole GPUs, in node and GPU order (each node's exclusive jobs
+    read once per view)."""
     seen: set[str] = set()
     out = []
+    jobs = cluster.jobs
     for node in cluster.nodes:
-        for g in node.gpus:
-            jid = g.exclusive_job
-            if jid is not None and jid not in seen:
+        for jid in node_facts(node)[1]:
+            if jid not in seen:
                 seen.add(jid)
-                job = cluster.jobs.get(jid)
+                job = jobs.get(jid)
                 if job is not None and job.running and not job.shards:
                     out.append(job)
     return out
@@ -67,9 +72,16 @@ def _pending(cluster: Cluster, limit: int) -> list[Job]:
     return out[:limit]
 
 
+_APPS: list = []     # the profiled applications, read on first use
+
+
 def _profiled(job: Job) -> bool:
-    from ...physics.pollux import pollux_apps
-    return job.batch_size is not None and job.app in pollux_apps()
+    if job.batch_size is None:
+        return False
+    if not _APPS:
+        from ...physics.pollux import pollux_apps
+        _APPS.append(frozenset(pollux_apps()))
+    return job.app in _APPS[0]
 
 
 @lru_cache(maxsize=4096)
@@ -155,7 +167,7 @@ class Ones:
         if still_quiet(self._quiet, cluster, ctx.history_version, now):
             return renew(self._quiet, cluster, now, s.hold_s)
         self._quiet = None
-        gpn, cap = _gpn(cluster), cluster.gpu_count
+        gpn, cap = _geometry(cluster)
         until = float("inf")        # the next hysteresis end
         waiting = False             # a job whose rate is not measured yet
         progress = ctx.readings.progress

@@ -29,12 +29,15 @@ class Plan:
         self.job_id, self.running, self.fixed, self.options = job_id, running, fixed, options
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
-        self.scores = [self._score(i) for i in range(len(options))]
+        scores = self.scores = [self._score(i) for i in range(len(options))]
         # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
-        self.growth: list[float | None] = [
-            -(self.scores[g + 1] - self.scores[g]) / max(options[g + 1][0] - options[g][0], 1)
-            if not fixed and self.scores[g + 1] - self.scores[g] > 0 else None
-            for g in range(len(options) - 1)] + [None]
+        growth: list[float | None] = [None] * max(len(options), 1)
+        if not fixed:
+            for g in range(len(options) - 1):
+                d = scores[g + 1] - scores[g]
+                if d > 0:
+                    growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
+        self.growth = growth
 
     def _score(self, i: int) -> float:
         r = self.options[i][2]
@@ -71,17 +74,28 @@ class Room:
         return r
 
     def _set(self, name: str, c: int) -> None:
-        old = self.free.get(name)
+        free, buckets, gpn = self.free, self.buckets, self.gpn
+        old = free.get(name)
         if old is not None:
-            del self.buckets[min(old, self.gpn)][name]
+            del buckets[old if old < gpn else gpn][name]
             self.total -= old
-        self.free[name] = c
+        free[name] = c
         self.total += c
-        self.buckets[min(c, self.gpn)][name] = None
+        buckets[c if c < gpn else gpn][name] = None
 
     def release(self, uses: dict[str, int]) -> None:
-        for name, c in uses.items():
-            self._set(name, self.free.get(name, 0) + c)
+        free, buckets, gpn = self.free, self.buckets, self.gpn
+        total = self.total
+        for name, c in uses.items():        # _set(name, free + c), inlined
+            old = free.get(name)
+            if old is not None:
+                del buckets[old if old < gpn else gpn][name]
+                total -= old
+                c += old
+            free[name] = c
+            total += c
+            buckets[c if c < gpn else gpn][name] = None
+        self.total = total
 
     def take(self, uses: dict[str, int]) -> bool:
         if any(self.free.get(name, 0) < c for name, c in uses.items()):
@@ -97,31 +111,54 @@ class Room:
             for c in range(n, gpn + 1):
                 if buckets[c]:
                     return True
-            return any(free.get(name, 0) + c >= n for name, c in uses.items())
-        whole = len(buckets[gpn]) + sum(1 for name, c in uses.items()
-                                        if free.get(name, 0) < gpn <= free.get(name, 0) + c)
+            for name, c in uses.items():
+                if free.get(name, 0) + c >= n:
+                    return True
+            return False
+        whole = len(buckets[gpn])
+        for name, c in uses.items():
+            f = free.get(name, 0)
+            if f < gpn <= f + c:
+                whole += 1
         return whole >= -(-n // gpn)
 
     def place(self, n: int) -> dict[str, int] | None:
         """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
-        gpn = self.gpn
+        gpn, buckets = self.gpn, self.buckets
         if n <= gpn:
             for c in range(n, gpn + 1):
-                if self.buckets[c]:
-                    name = next(iter(self.buckets[c]))
-                    self._set(name, c - n)
+                b = buckets[c]
+                if b:
+                    name = next(iter(b))
+                    # _set(name, c - n), inlined
+                    old = self.free[name]
+                    del b[name]
+                    left = c - n
+                    self.free[name] = left
+                    self.total += left - old
+                    buckets[left if left < gpn else gpn][name] = None
                     return {name: n}
             return None
         k = -(-n // gpn)
-        if len(self.buckets[gpn]) < k:
+        if len(buckets[gpn]) < k:
             return None
-        names = list(self.buckets[gpn])[:k]
+        names = list(buckets[gpn])[:k]
         for name in names:
             self._set(name, 0)
         return {name: gpn for name in names}
 
 
-def _where(plans: list[Plan], genes: list[int], room0: Room) -> tuple[list[int], Room, list]:
+def orders(plans: list[Plan]) -> tuple[list[int], list[int]]:
+    """The plans' indexes in priority order, and in the refill's order of queued jobs
+    (shortest predicted remaining time first); ``repair`` takes them precomputed."""
+    by_order = sorted(range(len(plans)), key=lambda i: plans[i].order)
+    by_fill = sorted(range(len(plans)), key=lambda i: (
+        -plans[i].score(0) if plans[i].options else 0.0, plans[i].order))
+    return by_order, by_fill
+
+
+def _where(plans: list[Plan], genes: list[int], room0: Room,
+           by_order: list[int] | None = None) -> tuple[list[int], Room, list]:
     """Consolidate: stopped or changed running jobs give their GPUs back, then changed and
     queued jobs are placed in priority order, each at its gene or the largest smaller option
     that fits, else dropped. Returns the genes, the room left and each job's GPUs."""
@@ -134,8 +171,11 @@ def _where(plans: list[Plan], genes: list[int], room0: Room) -> tuple[list[int],
                 where[i] = p.uses
             else:
                 room.release(p.uses)
-    for i in sorted((i for i, p in enumerate(plans) if genes[i] >= 0 and where[i] is None),
-                    key=lambda i: plans[i].order):
+    if by_order is None:
+        by_order = orders(plans)[0]
+    for i in by_order:
+        if genes[i] < 0 or where[i] is not None:
+            continue
         p = plans[i]
         g = genes[i]
         while g >= 0:
@@ -148,14 +188,20 @@ def _where(plans: list[Plan], genes: list[int], room0: Room) -> tuple[list[int],
     return genes, room, where
 
 
-def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> None:
+def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
+            by_fill: list[int] | None = None) -> None:
     """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
-    idle = [i for i, p in enumerate(plans) if genes[i] < 0 and not p.fixed and p.options]
-    idle.sort(key=lambda i: (-plans[i].score(0), plans[i].order))
+    if by_fill is None:
+        by_fill = orders(plans)[1]
+    idle = [i for i in by_fill if genes[i] < 0 and not plans[i].fixed and plans[i].options]
     for i in idle:
+        if room.total <= 0:
+            return          # nothing left to place or grow into
         got = room.place(plans[i].options[0][0])
         if got is not None:
             genes[i], where[i] = 0, got
+    if room.total <= 0:
+        return
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
 
     for i, p in enumerate(plans):
@@ -163,27 +209,32 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list) -> Non
         if g >= 0 and (x := p.growth[g]) is not None:
             heap.append((x, i, g))
     heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    fits, release, place = room.fits, room.release, room.place
     while heap and room.total > 0:
-        _, i, g = heapq.heappop(heap)
+        _, i, g = pop(heap)
         if genes[i] != g:
             continue
         p = plans[i]
         n = p.options[g + 1][0]
-        if not room.fits(where[i], n):
+        w = where[i]
+        if not fits(w, n):
             continue
-        room.release(where[i])
-        genes[i], where[i] = g + 1, room.place(n)
+        release(w)
+        genes[i], where[i] = g + 1, place(n)
         if (x := p.growth[g + 1]) is not None:
-            heapq.heappush(heap, (x, i, g + 1))
+            push(heap, (x, i, g + 1))
 
 
 def fitness(plans: list[Plan], genes: list[int]) -> float:
-    return sum(p.score(g) for p, g in zip(plans, genes))
+    return sum(p.scores[g] if g >= 0 else 0.0 for p, g in zip(plans, genes))
 
 
-def repair(plans: list[Plan], genes: list[int], room0: Room) -> tuple[float, tuple[int, ...]]:
-    genes, room, where = _where(plans, genes, room0)
-    _refill(plans, genes, room, where)
+def repair(plans: list[Plan], genes: list[int], room0: Room,
+           order: tuple[list[int], list[int]] | None = None) -> tuple[float, tuple[int, ...]]:
+    by_order, by_fill = order if order is not None else orders(plans)
+    genes, room, where = _where(plans, genes, room0, by_order)
+    _refill(plans, genes, room, where, by_fill)
     return fitness(plans, genes), tuple(genes)
 
 
@@ -200,13 +251,14 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
         return genes
 
     memo: dict[tuple[int, ...], tuple[float, tuple[int, ...]]] = {}
+    order = orders(plans)
 
     def fix(genes: list[int]) -> tuple[float, tuple[int, ...]]:
         """``repair``, once per distinct schedule (a repair draws nothing)."""
         key = tuple(genes)
         out = memo.get(key)
         if out is None:
-            out = memo[key] = repair(plans, genes, room0)
+            out = memo[key] = repair(plans, genes, room0, order)
         return out
 
     seed = fix([p.cur for p in plans])
