@@ -7,7 +7,8 @@ state sets (``observe.py``). Starts: now, and for a deferrable job (``slack_s``,
 partition) every forecast hour within its slack. GPU counts: the powers of two in the job's
 allowed range on one node (the requested count when it gives none). Caps: ``caps_w``, their
 power and speed from the configuration models (``physics.job_cap``). A job that starts now on a
-cluster without a queue is placed by buddy allocation and network packing (``place.py``).
+cluster without a queue is placed by buddy allocation and network packing (``place.py``). Its
+queue tier (``Placement.nice``) grows with its predicted GPU-time (``queue_tier``).
 
 Reconcile (hourly): re-plans as the forecast and the budget change: a deferred pending job's
 start moves to its best hour (earlier or later), a running job's cap follows the weight scaled
