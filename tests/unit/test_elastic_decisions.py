@@ -83,12 +83,13 @@ def test_reading_after_a_shrink_from_many_gpus_is_usable():
     p = Progress(job_id="r0", step=900, samples_per_s=288.0, total_steps=1500,
                  taken_s=NOW - 10, started_s=job.start_s)
     hist = {"elastic:pn:r0": 40.0, "elastic:px:r0": 7200.0}
-    assert usable_rate(p, job, 1, NOW, s, hist) == 288.0
+    assert usable_rate(p, job, 1, NOW, s, hist["elastic:pn:r0"], hist["elastic:px:r0"]) == 288.0
     # grown from 1 to 2 GPUs, 4x the throughput is still not physical
     hist = {"elastic:pn:r0": 1.0, "elastic:px:r0": 288.0}
     p2 = Progress(job_id="r0", step=900, samples_per_s=4 * 288.0, total_steps=1500,
                   taken_s=NOW - 10, started_s=job.start_s)
-    assert usable_rate(p2, job, 2, NOW, s, hist) is None
+    assert usable_rate(p2, job, 2, NOW, s, hist["elastic:pn:r0"],
+                       hist["elastic:px:r0"]) is None
 
 
 def test_growth_leaves_the_waiting_jobs_nodes_alone():

@@ -7,10 +7,8 @@ longer) or when it restarts."""
 
 from __future__ import annotations
 
-import math
-
 from ...model import Job
-from .observe import epoch_fraction
+from .observe import epoch_fraction, usable_rate
 from .predict import JobModel, prior
 from .settings import ElasticSettings
 
@@ -204,26 +202,18 @@ def _keys(jid: str) -> tuple[str, ...]:
 def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
            now: float, s: ElasticSettings, cap: int,
            updates: dict[str, float], keys: tuple[str, ...] | None = None) -> JobModel | None:
-    """The job's model from its progress reading: ``observe.usable_rate``, ``run_updates`` and
-    ``remaining_s`` in one, each history key built once (``keys``, from ``_keys``)."""
+    """The job's model from its progress reading (``observe.usable_rate``), with its history
+    updates (a new run restarts its step counter) and remaining time, each history key built
+    once (``keys``, from ``_keys``)."""
     p = progress.get(job.job_id)
     if p is None:
-        return None
-    x = p.samples_per_s
-    if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
-        return None
-    if now - p.taken_s > s.stale_s:
-        return None
-    if job.start_s is not None and p.started_s + 1.0 < job.start_s:
-        return None     # written by the run before the last restart
-    if x > s.max_samples_per_s_per_gpu * n:
         return None
     k_run, k_s0, k_t0, k_n, k_x, k_pn, k_px = keys or _keys(job.job_id)
     get = hist.get
     pn, px = get(k_pn), get(k_px)
-    if pn and px and pn < n and x > s.superlinear * px * n / pn:
-        return None     # grown, and faster than superlinear scaling of its smaller count
-    x = float(x)
+    x = usable_rate(p, job, n, now, s, pn, px)
+    if x is None:
+        return None
     run = float(p.started_s)
     if get(k_run) != run:   # a new run: its first reading gives no rate yet
         old_n, old_x = get(k_n), get(k_x)
