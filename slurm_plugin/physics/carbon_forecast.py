@@ -172,21 +172,11 @@ class Blend:
         lo = max(0, end - 24 * self.fit_days - hmax)
         # Anomaly of each index against its profile as seen from an origin at most 24 h before
         # it (the mean of the same hour on the ``days`` days before; None where either is
-        # missing). Same sums in the same order as ``_profile``, inlined: this runs per issue.
-        days = self.days
+        # missing).
         anomaly: list[float | None] = []
         for i in range(lo, end):
-            y = values[i]
-            total, n = 0.0, 0
-            for k in range(1, days + 1):
-                j = i - 24 * k
-                if j < 0:
-                    break
-                v = values[j]
-                if v is not None:
-                    total += v
-                    n += 1
-            anomaly.append(y - total / n if y is not None and n else None)
+            y, p = values[i], _profile(values, i, i, self.days)
+            anomaly.append(y - p if y is not None and p is not None else None)
         num = [0.0] * (hmax + 1)
         den = [0.0] * (hmax + 1)
         # w_h by least squares of the anomaly h hours on against the anomaly at the origin,
