@@ -7,7 +7,9 @@ makespan ratio (goal <= 0.55x) of ``elastic`` and of the termination-based basel
 against slurm-default's (the fairness factor);
 (b) Philly Sep-Oct on 64 x 8 GPUs with a seeded share of jobs elastic (``sim/elastic_share.py``,
 ``--elastic-share``, default 0.5): the same ratios;
-(c) (a) and (b) again with the restart cost doubled;
+(c) (a) and (b) again with the restart cost doubled, ``elastic`` told so by the site key and,
+as ``elastic@site``, left with the site's ``--restart-s`` (its jobs measure the cost of their
+own restarts);
 (d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000).
 Reconcile passes every ``--interval-s`` (60 s, Pollux's scheduling interval) on the Pollux
 workloads and every ``--philly-interval-s`` (300 s, the simulator's default) on Philly.
@@ -39,18 +41,20 @@ from slurm_plugin.sim.engine import Simulator  # noqa: E402
 from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
 POLICIES = ("slurm-default", "elastic-restart", "elastic")
+SITE = "elastic@site"       # elastic with the site key at --restart-s whatever the restarts cost
 
 
 def run_one(args: tuple) -> dict:
-    path, fmt, nodes, gpn, interval, restart, share, seed, policy = args
+    path, fmt, nodes, gpn, interval, restart, share, seed, policy, site_restart = args
     jobs = read_trace(path, fmt)
     if share:
         jobs = make_elastic(jobs, share, seed)
     spec = ClusterSpec(nodes=nodes, gpus_per_node=gpn, reconcile_interval_s=interval,
                        restart_cost_s=restart)
     t0 = time.perf_counter()
-    sim = Simulator(jobs, spec, get_policy(policy), seed=seed,
-                    settings={"restart_cost_s": restart} if policy == "elastic" else None)
+    settings = {"restart_cost_s": restart} if policy == "elastic" else \
+        {"restart_cost_s": site_restart} if policy == SITE else None
+    sim = Simulator(jobs, spec, get_policy(policy.split("@")[0]), seed=seed, settings=settings)
     r = sim.run()
     wall = time.perf_counter() - t0
     return {"trace": str(path), "policy": policy, "restart_s": restart,
@@ -93,13 +97,13 @@ def main() -> None:
                                              key=lambda p: int(p.stem.split("-")[1]))
     jobs = []
     for restart in (a.restart_s, 2 * a.restart_s):
+        pols = POLICIES + ((SITE,) if restart != a.restart_s else ())
         for p in pollux:
-            jobs += [(p, "pollux", 16, 4, a.interval_s, restart, 0.0, a.seed, pol)
-                     for pol in POLICIES]
+            jobs += [(p, "pollux", 16, 4, a.interval_s, restart, 0.0, a.seed, pol, a.restart_s)
+                     for pol in pols]
         if a.philly:
             jobs += [(Path(a.philly), "philly", 64, 8, a.philly_interval_s, restart,
-                      a.elastic_share,
-                      a.seed, pol) for pol in POLICIES]
+                      a.elastic_share, a.seed, pol, a.restart_s) for pol in pols]
     with ProcessPoolExecutor(a.workers) as ex:
         rows = list(ex.map(run_one, jobs))
     for restart in (a.restart_s, 2 * a.restart_s):
@@ -108,9 +112,10 @@ def main() -> None:
         if pollux:
             print(f"{'workload':<12}{'policy':<17}{'avg JCT':>9}{'makespan':>10}"
                   f"{'worst wait':>11}{'resizes':>9}{'timed out':>10}")
-        agg: dict[str, list[tuple[float, float, float]]] = {p: [] for p in POLICIES[1:]}
+        pols = POLICIES[1:] + ((SITE,) if restart != a.restart_s else ())
+        agg: dict[str, list[tuple[float, float, float]]] = {p: [] for p in pols}
         for p in pollux:
-            for pol in POLICIES[1:]:
+            for pol in pols:
                 jr, mr, wr = ratios(rows, str(p), restart, pol)
                 agg[pol].append((jr, mr, wr))
                 r = next(x for x in rows if x["trace"] == str(p) and x["policy"] == pol
@@ -134,7 +139,7 @@ def main() -> None:
             print(f"{'slurm-default':<17} avg JCT {b['avg_jct_s']:.0f} s  makespan "
                   f"{b['makespan_s']:.0f} s  worst wait {b['max_wait_s']:.0f} s  "
                   f"{b['jobs_per_s']:.0f} jobs/s ({b['jobs']} jobs in {b['wall_s']:.1f} s)")
-            for pol in POLICIES[1:]:
+            for pol in pols:
                 jr, mr, wr = ratios(rows, str(Path(a.philly)), restart, pol)
                 r = next(x for x in rows if x["trace"] == str(Path(a.philly))
                          and x["policy"] == pol and x["restart_s"] == restart)

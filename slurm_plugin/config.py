@@ -144,6 +144,7 @@ SCHEMA: dict[str, Key] = {
     "elastic.superlinear": _num(1, 100),
     "elastic.fairness_factor": _num(1, 1000),
     "elastic.max_resizes_per_pass": _int(0, 10000),
+    "elastic.measure_restart_cost": Key(bool),
     "pal.profile": Key(str),
     "pal.locality_penalty_a": _num(1, 10),
     "pal.locality_penalty_b": _num(1, 10),

@@ -19,6 +19,8 @@ import pytest
 from cluster_waits import wait_job
 
 from slurm_plugin import live
+from slurm_plugin.history import FILE_NAME as HISTORY_FILE
+from slurm_plugin.history import History
 from slurm_plugin.journal import Journal
 from slurm_plugin.model import Action, Readings
 from slurm_plugin.proc import run
@@ -29,9 +31,11 @@ from slurm_plugin.slurm.snapshot import snapshot
 pytestmark = pytest.mark.cluster
 TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
 # the policy's clocks shortened to the test's minutes: a job may be resized 4 s after its
-# (re)start, and a resize costs about 5 s here (checkpoint, requeue, start-up)
+# (re)start, and a resize is decided on a cost of 5 s (its measured cost, checkpoint, requeue
+# and start-up on this loaded machine, is recorded but not used: the test's 3-minute jobs would
+# not repay it)
 SETTINGS = {"WATTBATCH_ELASTIC_MIN_INTERVAL_S": "4", "WATTBATCH_ELASTIC_RESTART_COST_S": "5",
-            "WATTBATCH_SERVER": "0"}
+            "WATTBATCH_ELASTIC_MEASURE_RESTART_COST": "false", "WATTBATCH_SERVER": "0"}
 
 
 @pytest.fixture()
@@ -146,6 +150,10 @@ def test_an_elastic_job_grows_when_idle_shrinks_for_a_newcomer_and_completes(
     assert [(a["job_id"], a["gpus"]) for a in shrunk] == [(job_id, 3), (job_id, 2)], shrunk
     for newcomer in newcomers:
         wait_job(cfg, newcomer, lambda j: j.running, timeout_s=30)
+    # the restarts it made are measured: its own restart cost, from its stop to its progress back
+    hist = History(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / HISTORY_FILE).view()
+    rc = hist.get(f"elastic:rc:{job_id}")
+    assert rc is not None and 0.0 < rc < 600.0, {k: v for k, v in hist.items() if job_id in k}
 
     # (3) it completes on 2 GPUs (no more passes: nothing changes its count now)
     done = wait_ended(cfg, job_id, timeout_s=300)

@@ -112,7 +112,9 @@ def test_bad_progress_is_ignored(kind, seed):
     ctx = _cluster(random.Random(seed), 6, 4, kind)
     actions = get_policy("elastic").reconcile(ctx)
     assert not [a for a in actions if a.kind == "resize" and a.job_id.startswith("r")]
-    assert not [a for a in actions if a.kind == "observe"]
+    # nothing recorded of the running jobs (a waiting job's due time may be)
+    assert not [k for a in actions if a.kind == "observe" for k in a.predicted
+                if k.split(":")[-1].startswith("r")]
 
 
 def test_job_without_progress_keeps_its_count():
@@ -156,3 +158,43 @@ def test_settings_errors_name_policy_key_and_value(key, value):
         parse_settings({key: value})
     msg = str(exc.value)
     assert "elastic" in msg and key in msg and repr(value) in msg
+
+
+def _one_waiting(due: float | None) -> Context:
+    """An elastic job on the 4 GPUs of one node, 200 s from its end, and a
+    2-GPU job waiting behind it since 2,000 s ago: waiting beats shrinking (a restart)."""
+    uses = tuple(GpuUse("n00", g) for g in range(4))
+    jobs = {
+        "r0": Job(job_id="r0", state="RUNNING", gpus=4, num_nodes=1, nodes=("n00",), uses=uses,
+                  submit_s=NOW - 9000, start_s=NOW - 5000, time_limit_s=10 ** 6, app="",
+                  min_gpus=1, max_gpus=4),
+        "p0": Job(job_id="p0", state="PENDING", gpus=2, num_nodes=1, submit_s=NOW - 2000),
+    }
+    progress = {"r0": Progress(job_id="r0", step=5000, samples_per_s=400.0, total_steps=5200,
+                               taken_s=NOW - 10, started_s=NOW - 5000)}
+    history = {"elastic:run:r0": NOW - 5000, "elastic:s0:r0": 1000.0,
+               "elastic:t0:r0": NOW - 4010}
+    if due is not None:
+        history["elastic:due:p0"] = due
+    node = Node(name="n00", state="mixed", gpus=tuple(
+        Gpu(node="n00", index=g, exclusive_job="r0") for g in range(4)))
+    cluster = Cluster(nodes=(node,), jobs=jobs, taken_s=NOW)
+    return Context(cluster=cluster, readings=Readings(progress=progress), now_s=NOW,
+                   history=history)
+
+
+def test_a_job_past_its_due_time_is_admitted_by_a_shrink():
+    """fairness_factor enforced: the first pass gives the waiting job its due time (submission
+    + factor x (waited + predicted wait)) and keeps it waiting; past that time, the elastic
+    job is shrunk for it although waiting would cost less."""
+    first = get_policy("elastic").reconcile(_one_waiting(None))
+    assert not [a for a in first if a.kind == "resize"]
+    dues = {k: v for a in first if a.kind == "observe" for k, v in a.predicted.items()
+            if k == "elastic:due:p0"}
+    assert dues == {"elastic:due:p0": pytest.approx(NOW - 2000 + 2.0 * (2000 + 200), abs=15)}
+    later = get_policy("elastic").reconcile(_one_waiting(NOW + 3000))   # not yet due
+    assert not [a for a in later if a.kind == "resize"]
+    late = get_policy("elastic").reconcile(_one_waiting(NOW - 1))
+    shrinks = [a for a in late if a.kind == "resize"]
+    assert [(a.job_id, a.gpus) for a in shrinks] == [("r0", 2)]
+    assert "past its due time" in shrinks[0].why

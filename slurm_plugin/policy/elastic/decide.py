@@ -15,7 +15,8 @@ reconcile (each pass):
    nodes its wait counts on are kept for it (as Slurm's reservation does).
 2. grow: free GPUs outside those nodes go to the jobs whose new count saves the most time per
    added GPU, where each added GPU adds at least ``min_efficiency`` of one GPU's throughput
-   and the time saved over the job's remaining time exceeds ``gain_factor`` x the restart cost.
+   and the time saved over the job's remaining time exceeds ``gain_factor`` x its restart cost
+   (measured from its own restarts, ``track.restart_cost``; the site's until then).
 A job (re)started less than ``min_interval_s`` ago, one without usable progress, and a
 non-elastic job are never resized. A resize is the live path's ``resize`` action (requeue with
 a new GPU count; ``num_nodes`` when the node count changes).
@@ -34,7 +35,7 @@ from ..base import Context, plain_placement
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
-from .track import Tracker, elastic_range, node_facts
+from .track import Tracker, elastic_range, node_facts, stop_marks
 
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
@@ -164,6 +165,7 @@ class Elastic:
         # job's hysteresis ends); a pass with all three unchanged decides nothing either
         self._quiet: tuple | None = None
         self._track = Tracker()     # running jobs and their models, from pass to pass
+        self._due: float | None = None  # when the job left waiting at the last pass is due
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
@@ -193,7 +195,12 @@ class Elastic:
             return tuple(actions)
         movable = self._track.movable     # this pass's: decisions take jobs out of it
         n_actions = len(actions)
-        kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster)
+        dues: dict[str, float] = {}
+        kept = self._admit(pending, free, movable, ends, gpn, cap, s, actions, cluster,
+                           ctx.history, dues)
+        if dues:
+            actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=dues,
+                                  why="elastic: when the waiting job is due (fairness_factor)"))
         budget = s.max_resizes_per_pass - sum(1 for a in actions if a.kind == "resize")
         for name in kept or ():
             free[name] = 0      # growth leaves the waiting job's nodes alone
@@ -201,9 +208,20 @@ class Elastic:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
         if len(actions) == n_actions and cluster.nodes_version is not None:
             expiry = self._track.expiry    # when the next hysteresis ends
+            if self._due is not None and now < self._due < expiry:
+                expiry = self._due      # the waiting job's due time: it may shrink others then
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
             self._quiet = None
+            marks: dict[str, float] = {}
+            for a in actions[n_actions:]:
+                job = cluster.jobs.get(a.job_id)
+                if a.kind == "resize" and job is not None and job.running:
+                    marks.update(stop_marks(a.job_id, now, ctx.readings.progress, ctx.history))
+            if marks:
+                actions.append(Action(kind="observe", job_id="", policy=self.name,
+                                      predicted=marks,
+                                      why="elastic: resized jobs stopped (their restarts measured)"))
         return tuple(actions)
 
     @staticmethod
@@ -221,12 +239,18 @@ class Elastic:
                      key=lambda j: (j.submit_s, j.job_id))[:ADMIT_LOOKAHEAD]
         return iter(out), len(out)
 
-    def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster):
+    def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster, hist, dues):
         """Pending jobs in priority order; the nodes kept for the first one left waiting (None:
-        none waits)."""
+        none waits). The first time a job waits at the head of the queue it is given a due
+        time (``dues``, kept in the history): its submission plus ``fairness_factor`` x the
+        wait predicted then (so far plus what Slurm's reservation predicts); past it, the job
+        is admitted by shrinking elastic jobs whenever that makes room, whatever it costs
+        them."""
         budget = s.max_resizes_per_pass
         restart = s.restart_cost_s
+        now = cluster.taken_s
         jobs_in, count = pending
+        self._due = None
         for i, job in enumerate(jobs_in):
             behind = count - i - 1
             if job.begin_s is not None and job.begin_s > cluster.taken_s:
@@ -245,11 +269,18 @@ class Elastic:
                 horizon = est if est is not None else (wait or 0.0)
             else:
                 est, horizon = None, job.time_limit_s or (wait or 0.0)
+            due_key = f"elastic:due:{job.job_id}"
+            due = hist.get(due_key)
+            if due is None and wait is not None:
+                due = dues[due_key] = job.submit_s + s.fairness_factor * (
+                    max(0.0, now - job.submit_s) + wait)
+            overdue = due is not None and now >= due
             trial = dict(free)
             plan = None
             # a shrink costs at least a restart: looked for only when waiting costs more
-            if budget > 0 and (wait is None or wait * (1 + behind) > restart * s.gain_factor):
-                plan = victims(trial, movable, per, k, gpn, restart, horizon)
+            if budget > 0 and (overdue or wait is None
+                               or wait * (1 + behind) > restart * s.gain_factor):
+                plan = victims(trial, movable, per, k, gpn, horizon)
                 if plan is not None and len(plan[1]) > budget:
                     plan = None
             # the cost of each way, as time added to the jobs' completions
@@ -272,7 +303,10 @@ class Elastic:
                     break
             cost_start = start[0] if start is not None else float("inf")
             best = min(cost_wait, cost_shrink, cost_start)
+            if overdue and plan is not None:
+                best = cost_shrink      # past its due time: room is made for it
             if best == float("inf") or best == cost_wait:
+                self._due = due
                 return reserved     # waiting is cheapest: its nodes are kept for it
             if best == cost_start:
                 _, m, p2, got = start
@@ -283,9 +317,11 @@ class Elastic:
                 budget -= 1
                 continue
             loss, cuts = plan
+            late = " (past its due time)" if cost_shrink > min(cost_wait, cost_start) else ""
             for m, new in cuts:
                 actions.append(_resize(self.name, cluster.jobs[m.job_id], new, gpn,
-                                       f"elastic: shrink {m.n}->{new} GPUs to admit {job.job_id}",
+                                       f"elastic: shrink {m.n}->{new} GPUs to admit "
+                                       f"{job.job_id}{late}",
                                        {"wait_saved_s": cost_wait, "loss_s": loss}))
                 del movable[m.job_id]
                 budget -= 1
@@ -305,8 +341,8 @@ class Elastic:
             return
         grown: set[str] = set()
         top = max(free.values(), default=0)     # the most GPUs free on one node
-        for _, m, new, saved in growths(total_free, movable, gpn, cap, s.restart_cost_s,
-                                        s.gain_factor, s.min_efficiency):
+        for _, m, new, saved in growths(total_free, movable, gpn, cap, s.gain_factor,
+                                        s.min_efficiency):
             if budget <= 0 or total_free <= 0:
                 return
             if m.job_id in grown or new - m.n > total_free:

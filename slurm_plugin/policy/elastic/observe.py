@@ -5,7 +5,10 @@ ignored (the job then keeps its GPU count, as a job writing no progress does).
 History keys (``observe`` actions, written by ``track._model``; the simulator keeps them, live the reconciler's history):
 ``elastic:run:<job>`` the run they belong to (its start), ``elastic:s0:/t0:<job>`` the first
 step seen in this run and when, ``elastic:n:/x:<job>`` the count and samples/s of the current
-run, ``elastic:pn:/px:<job>`` those of the previous run, on another count.
+run, ``elastic:pn:/px:<job>`` those of the previous run, on another count, ``elastic:stop_t:/
+stop_step:<job>`` when the job was last stopped for a resize and the step it had reached,
+``elastic:rc:<job>`` its measured restart cost and ``elastic:rc_run:<job>`` the run that last
+measured it (``track.stop_marks``, ``track.restart_cost``).
 """
 
 from __future__ import annotations

@@ -76,11 +76,12 @@ def _freed(m: JobModel, new: int, gpn: int) -> dict[str, int]:
     return out
 
 
-def shrink_loss_s(m: JobModel, new: int, horizon_s: float, restart_s: float) -> float:
+def shrink_loss_s(m: JobModel, new: int, horizon_s: float) -> float:
     """What job ``m`` loses by running on ``new`` GPUs for ``horizon_s`` (the admitted job's
     run: its GPUs come back then) instead of its count: the slower progress meanwhile, its
     restart, and a second restart to grow back when it would still be running."""
     r = max(m.tput(new) / max(m.tput(m.n), 1e-12), 1e-6)     # speed kept
+    restart_s = m.restart_s
     if m.remaining_s / r <= horizon_s:          # it ends on the smaller count
         return m.remaining_s * (1.0 - r) / r + restart_s
     return horizon_s * (1.0 - r) + 2.0 * restart_s
@@ -107,7 +108,7 @@ def _victim_facts(m: JobModel, gpn: int):
 
 
 def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int, gpn: int,
-            restart_s: float, horizon_s: float):
+            horizon_s: float):
     """The cheapest shrinks that make room for ``k`` x ``per`` GPUs: (loss_s, [(model, new
     count)]) with ``free`` updated, or None (``free`` then unchanged). Victims: the jobs
     losing the least throughput per GPU taken (ties: the most recent checkpoint), each to the
@@ -137,7 +138,7 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
             break
         chosen = None
         for new in reversed(smaller):
-            if not m.within_limit(new, restart_s):
+            if not m.within_limit(new):
                 break           # fewer GPUs are slower still
             extra = freed(m, new, gpn)
             gained = sum(1 for node, c in extra.items()
@@ -153,7 +154,7 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
                 trial[node] += c
         ok += gained
         cuts.append((m, new))
-        loss += shrink_loss_s(m, new, horizon_s, restart_s)
+        loss += shrink_loss_s(m, new, horizon_s)
     if ok < k:
         return None
     free.clear()
@@ -162,19 +163,20 @@ def victims(free: dict[str, int], movable: dict[str, JobModel], per: int, k: int
 
 
 def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
-            restart_s: float, gain_factor: float, min_efficiency: float) -> list[tuple]:
+            gain_factor: float, min_efficiency: float) -> list[tuple]:
     """(score, model, new count, saved_s) of every growth worth its restart, the most time
     saved per added GPU first: each added GPU must add ``min_efficiency`` of one GPU's
-    throughput, the time saved exceed ``gain_factor`` x the restart cost, the run on the new
+    throughput, the time saved exceed ``gain_factor`` x the job's restart cost, the run on the new
     count end within the job's time limit, and the GPUs added be at most ``total_free``
     (whether they fit is the caller's check)."""
     out = []
-    worth = gain_factor * restart_s
     key = ("grow", gpn, cap, min_efficiency)
     for m in movable.values():
         n = m.n
         if n >= m.hi:
             continue
+        restart_s = m.restart_s
+        worth = gain_factor * restart_s
         options = m.memo.get(key)
         if options is None:
             options = m.memo[key] = _efficient(m, gpn, cap, min_efficiency)
@@ -184,7 +186,7 @@ def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
             if new - n > total_free:
                 break
             rem_at = rem * base / t if t > 0 else float("inf")     # m.remaining_at(new)
-            saved = rem - rem_at - restart_s                        # m.saved_s(new, restart_s)
+            saved = rem - rem_at - restart_s                        # m.saved_s(new)
             if saved <= worth or not (limit is None or rem_at + restart_s <= 0.9 * limit):
                 continue
             out.append((saved / (new - n), m, new, saved))

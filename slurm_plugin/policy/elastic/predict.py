@@ -51,28 +51,30 @@ class JobModel:
     """One running elastic job as the policy sees it at this pass."""
 
     __slots__ = ("job_id", "n", "lo", "hi", "prior", "x_cur", "n_prev", "x_prev", "remaining_s",
-                 "uses", "ckpt_age_s", "submit_s", "limit_s", "memo")
+                 "uses", "ckpt_age_s", "submit_s", "limit_s", "restart_s", "memo")
 
     def __init__(self, job_id: str, n: int, lo: int, hi: int, prior: tuple[float, ...],
                  x_cur: float, remaining_s: float, uses: dict[str, int],
                  n_prev: int = 0, x_prev: float = 0.0, ckpt_age_s: float = 0.0,
-                 submit_s: float = 0.0, limit_s: float | None = None) -> None:
+                 submit_s: float = 0.0, limit_s: float | None = None,
+                 restart_s: float = 90.0) -> None:
         self.job_id, self.n, self.lo, self.hi, self.prior = job_id, n, lo, hi, prior
         self.x_cur, self.remaining_s, self.uses = x_cur, remaining_s, uses
         self.n_prev, self.x_prev, self.ckpt_age_s = n_prev, x_prev, ckpt_age_s
         self.submit_s = submit_s
         self.limit_s = limit_s          # Slurm's time limit of a run (a requeue restarts it)
+        self.restart_s = restart_s      # what a resize costs it: measured, else the site's
         self.memo: dict = {}            # what depends only on its count and GPUs (plan.freed)
 
     def aged(self, dt_s: float) -> "JobModel":
         """The same model ``dt_s`` later on the same count: its remaining time counted down."""
         return JobModel(self.job_id, self.n, self.lo, self.hi, self.prior, self.x_cur,
                         max(0.0, self.remaining_s - dt_s), self.uses, self.n_prev, self.x_prev,
-                        self.ckpt_age_s, self.submit_s, self.limit_s)
+                        self.ckpt_age_s, self.submit_s, self.limit_s, self.restart_s)
 
-    def within_limit(self, m: int, restart_s: float) -> bool:
+    def within_limit(self, m: int) -> bool:
         """A run on ``m`` GPUs from now would end within the job's time limit (10% margin)."""
-        return self.limit_s is None or self.remaining_at(m) + restart_s <= 0.9 * self.limit_s
+        return self.limit_s is None or self.remaining_at(m) + self.restart_s <= 0.9 * self.limit_s
 
     def tput(self, m: int) -> float:
         """Predicted samples/s on ``m`` GPUs: measured there if it was, else the measurement on
@@ -87,6 +89,6 @@ class JobModel:
         t = self.tput(m)
         return self.remaining_s * self.x_cur / t if t > 0 else float("inf")
 
-    def saved_s(self, m: int, restart_s: float) -> float:
+    def saved_s(self, m: int) -> float:
         """Time the job saves by moving to ``m`` GPUs now (negative: it loses), restart included."""
-        return self.remaining_s - self.remaining_at(m) - restart_s
+        return self.remaining_s - self.remaining_at(m) - self.restart_s

@@ -36,6 +36,8 @@ class ElasticSettings:
     fairness_factor: float = 2.0
     # resizes started per reconcile pass (bounds the requeue storm on a live cluster)
     max_resizes_per_pass: int = 16
+    # a job's restarts are measured; true: each job's measured cost replaces restart_cost_s
+    measure_restart_cost: bool = True
 
 
 _KEYS = {"restart_cost_s": 0.0, "min_interval_s": 0.0, "gain_factor": 0.0,
@@ -71,8 +73,14 @@ def parse_settings(raw: Mapping[str, Any] | None) -> ElasticSettings:
     for key, value in (raw or {}).items():
         if key in SITE_KEYS:
             continue
+        if key == "measure_restart_cost":
+            if not isinstance(value, bool):
+                raise ConfigError(SOURCE, key, value, "give true or false")
+            values[key] = value
+            continue
         if key not in _KEYS:
-            raise ConfigError(SOURCE, key, value, f"unknown key; known: {', '.join(sorted(_KEYS))}")
+            known = ", ".join(sorted([*_KEYS, "measure_restart_cost"]))
+            raise ConfigError(SOURCE, key, value, f"unknown key; known: {known}")
         values[key] = _number(key, value)
     out = ElasticSettings(**values)
     _CACHE = (raw, out)

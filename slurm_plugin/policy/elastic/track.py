@@ -194,9 +194,50 @@ class Tracker:
         return [(e[0], e[1]) for e in self.entries.values()]
 
 
+_KEY_NAMES = ("run", "s0", "t0", "n", "x", "pn", "px", "stop_t", "stop_step", "rc", "rc_run")
+MAX_RESTART_S = 3600.0      # a measured restart cost is taken as at most this
+
+
 def _keys(jid: str) -> tuple[str, ...]:
-    """The history keys of job ``jid`` (``observe``'s): run, s0, t0, n, x, pn, px."""
-    return tuple(f"elastic:{k}:{jid}" for k in ("run", "s0", "t0", "n", "x", "pn", "px"))
+    """The history keys of job ``jid`` (``observe``'s): run, s0, t0, n, x, pn, px, stop_t,
+    stop_step, rc, rc_run."""
+    return tuple(f"elastic:{k}:{jid}" for k in _KEY_NAMES)
+
+
+def stop_marks(job_id: str, now_s: float, progress, hist) -> dict[str, float]:
+    """The history updates that mark job ``job_id`` stopped now for a resize: when, and the
+    step it has reached by now at its current run's measured rate (none without one), from
+    which its next run measures what the restart cost it (``restart_cost``)."""
+    p = progress.get(job_id)
+    if p is None:
+        return {}
+    k = _keys(job_id)
+    s0, t0 = hist.get(k[1]), hist.get(k[2])
+    if hist.get(k[0]) != float(p.started_s) or s0 is None or t0 is None \
+            or p.taken_s <= t0 or p.step <= s0:
+        return {}
+    rate = (p.step - s0) / (p.taken_s - t0)         # steps/s of this run
+    step = p.step + rate * max(0.0, now_s - p.taken_s)
+    return {k[7]: float(now_s), k[8]: float(step)}
+
+
+def restart_cost(run: float, step: float, taken_s: float, rate_steps_s: float, get,
+                 keys: tuple[str, ...], default_s: float,
+                 updates: dict[str, float]) -> float:
+    """Job's restart cost (checkpoint + requeue + start-up + work lost since its checkpoint):
+    after a stop marked by ``stop_marks``, the time since the stop less the time its progress
+    since then took at this run's rate, measured once per run (``updates``) and averaged with
+    the job's earlier restarts; ``default_s`` (the site's) until one is measured."""
+    k_stop_t, k_stop_step, k_rc, k_rc_run = keys[7:11]
+    rc = get(k_rc)
+    stop_t, stop_step = get(k_stop_t), get(k_stop_step)
+    if stop_t is not None and stop_step is not None and stop_t <= run + 1.0 \
+            and get(k_rc_run) != run and rate_steps_s > 0:
+        lost = (taken_s - stop_t) - (step - stop_step) / rate_steps_s
+        lost = min(max(lost, 0.0), MAX_RESTART_S)
+        rc = lost if rc is None else 0.5 * (rc + lost)
+        updates[k_rc], updates[k_rc_run] = rc, run
+    return rc if rc is not None else default_s
 
 
 def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progress, hist,
@@ -208,7 +249,8 @@ def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progres
     p = progress.get(job.job_id)
     if p is None:
         return None
-    k_run, k_s0, k_t0, k_n, k_x, k_pn, k_px = keys or _keys(job.job_id)
+    keys = keys or _keys(job.job_id)
+    k_run, k_s0, k_t0, k_n, k_x, k_pn, k_px = keys[:7]
     get = hist.get
     pn, px = get(k_pn), get(k_px)
     x = usable_rate(p, job, n, now, s, pn, px)
@@ -232,7 +274,11 @@ def _model(job: Job, n: int, uses: dict[str, int], rng: tuple[int, int], progres
     s0, t0 = get(k_s0), get(k_t0)
     if s0 is None or t0 is None or p.taken_s <= t0 or p.step <= s0:
         return None
-    rem = max(0.0, p.total_steps - p.step) / ((p.step - s0) / (p.taken_s - t0))
+    rate = (p.step - s0) / (p.taken_s - t0)         # steps/s of this run
+    rem = max(0.0, p.total_steps - p.step) / rate
+    rc = restart_cost(run, p.step, p.taken_s, rate, get, keys, s.restart_cost_s, updates)
+    if not s.measure_restart_cost:
+        rc = s.restart_cost_s      # measured and recorded, not used
     return JobModel(job.job_id, n, rng[0], min(rng[1], cap), prior(job.app), x, rem, uses,
                     int(pn) if pn is not None else 0, px if px is not None else 0.0,
-                    epoch_fraction(p), job.submit_s, job.time_limit_s)
+                    epoch_fraction(p), job.submit_s, job.time_limit_s, rc)
