@@ -15,7 +15,7 @@ from .record import field, record
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:       # the aliases are for annotations only
-    from typing import Literal, Mapping
+    from typing import Literal, Mapping, Sequence
 
     ShareMode = Literal["exclusive", "shard", "mps"]
     JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
@@ -155,6 +155,9 @@ class Cluster:
     # missing from the log: unknown, so a cache keyed on node views must look at every node.
     nodes_version: int | None = None
     nodes_log: Mapping[int, tuple[str, ...]] | None = None
+    # When the caller keeps them in order (the simulator): the pending jobs in Slurm's priority
+    # order (--nice tier, then submission), read lazily; None: a policy sorts ``jobs`` itself
+    pending_jobs: Sequence[Job] | None = None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -45,7 +45,7 @@ from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, N
 from .time_limits import draw_limit_s, whole_minutes_s
 from .slack import draw_slack_s
 from .trace import TraceJob
-from .views import ForecastView, GpuReadings, ProgressView
+from .views import ForecastView, GpuReadings, PendingView, ProgressView
 
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
@@ -145,6 +145,7 @@ class Simulator:
         self.nodes_log: dict[int, tuple[str, ...]] = {}     # the nodes of recent versions
         self.nodes_log_view = MappingProxyType(self.nodes_log)
         self.gpu_readings, self.progress_view = GpuReadings(self), ProgressView(self)  # live views
+        self.pending_view = PendingView(self)
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -193,7 +194,7 @@ class Simulator:
             self.node_views = tuple(views)
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
                           pending_count=len(self.pending), nodes_version=self.nodes_version,
-                          nodes_log=self.nodes_log_view)
+                          nodes_log=self.nodes_log_view, pending_jobs=self.pending_view)
         ci, forecast = None, ()
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)

@@ -52,6 +52,26 @@ class GpuReadings(Mapping):
         return self._sim.spec.gpu_count
 
 
+class PendingView(Sequence):
+    """The pending jobs' views in the engine's priority order (``Cluster.pending_jobs``)."""
+
+    def __init__(self, sim: "Simulator") -> None:
+        self._sim = sim
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._sim.job_views[j.id] for j in self._sim.pending[i]]
+        return self._sim.job_views[self._sim.pending[i].id]
+
+    def __iter__(self):
+        views = self._sim.job_views
+        for j in self._sim.pending:
+            yield views[j.id]
+
+    def __len__(self) -> int:
+        return len(self._sim.pending)
+
+
 class ProgressView(Mapping):
     """``job_id -> Progress`` of running jobs: epochs of ``EPOCH_SOLO_S`` solo seconds,
     ``STEPS_PER_EPOCH`` steps each; ``samples_per_s`` is steps per second times 32."""

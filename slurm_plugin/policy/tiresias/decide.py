@@ -5,13 +5,21 @@ the GPUs for those that fit (GPU counts as requested, never resized); a running 
 not make the cut is preempted (a requeue at the same count: it restarts from its checkpoint,
 paying the restart cost) and held; a queued job that does not is held (its start deferred by
 ``hold_s``) so Slurm's own queue order does not start it; a held job that makes the cut is
-released (deferred to now). advise: unchanged (the job's request)."""
+released (deferred to now). advise: unchanged (the job's request).
+
+A pass that decides nothing is remembered with when the next one could decide something (a
+running job crossing into another queue, a hold to renew); until then, with the cluster's
+nodes and the pending count unchanged (the simulator counts node changes), a pass decides
+nothing again without reading the jobs."""
 
 from __future__ import annotations
 
+import heapq
+
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from .observe import attained
+from ..elastic.track import node_facts
+from .observe import attained, record
 from .settings import parse_settings
 
 NAME = "tiresias"
@@ -24,24 +32,70 @@ def _queue(service: float, thresholds: tuple[float, ...]) -> int:
     return len(thresholds)
 
 
-def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job]]:
+def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job], int]:
+    """(running jobs holding whole GPUs in node order, the first ``lookahead`` pending jobs in
+    submission order, GPUs on available nodes); each node view read once (``node_facts``)."""
     running: dict[str, Job] = {}
+    jobs = cluster.jobs
+    gpus = 0
     for node in cluster.nodes:
-        for g in node.gpus:
-            jid = g.exclusive_job
-            if jid is not None and jid not in running:
-                job = cluster.jobs.get(jid)
+        _, ids, avail = node_facts(node)
+        if avail:
+            gpus += len(node.gpus)
+        for jid in ids:
+            if jid not in running:
+                job = jobs.get(jid)
                 if job is not None and job.running:
                     running[jid] = job
-    pending: list[Job] = []
-    if cluster.pending_count != 0:
-        pending = sorted((j for j in cluster.jobs.values() if j.pending and not j.shards),
-                         key=lambda j: (j.submit_s, j.job_id))[:lookahead]
-    return list(running.values()), pending
+    return list(running.values()), _pending(cluster, lookahead), gpus
+
+
+def _by_submission(job: Job) -> tuple:
+    return job.submit_s, job.job_id
+
+
+def _pending(cluster: Cluster, lookahead: int) -> list[Job]:
+    """The first ``lookahead`` pending jobs holding whole GPUs by (submission, id). From the
+    caller's priority order where it keeps one (read up to the last submission time taken,
+    while that order is by submission); else, or where it is not (--nice tiers), from every
+    job."""
+    if cluster.pending_count == 0:
+        return []
+    order = cluster.pending_jobs
+    if order is not None:
+        out: list[Job] = []
+        last = -float("inf")
+        for j in order:
+            t = j.submit_s
+            if t < last:
+                break           # not by submission: read them all
+            if len(out) >= lookahead and t > last:
+                out.sort(key=_by_submission)
+                return out[:lookahead]
+            last = t
+            if not j.shards:
+                out.append(j)
+        else:
+            out.sort(key=_by_submission)
+            return out[:lookahead]
+    return heapq.nsmallest(lookahead, (j for j in cluster.jobs.values()
+                                       if j.pending and not j.shards), key=_by_submission)
+
+
+def _rank(row: tuple) -> tuple:
+    return row[:3]      # queue, submission, job id
 
 
 class Tiresias:
     name = NAME
+
+    def __init__(self) -> None:
+        # the last pass that decided nothing: (nodes_version, pending count, until when)
+        self._quiet: tuple | None = None
+        # job id -> (job view, queue, GPU-seconds at ``since``, since, GPUs (0: queued), when
+        # it crosses into the next queue): a job's row while its view is the same object and
+        # it has not crossed (its total grows linearly meanwhile; only this policy writes it)
+        self._rows: dict[str, tuple] = {}
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return plain_placement(self.name, request, "tiresias: as requested")
@@ -49,40 +103,85 @@ class Tiresias:
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         s = parse_settings(ctx.settings)
         cluster, now = ctx.cluster, ctx.now_s
+        q = self._quiet
+        if q is not None and cluster.nodes_version is not None and \
+                q[0] == cluster.nodes_version and q[1] == cluster.pending_count and now < q[2]:
+            return ()
+        self._quiet = None
+        thresholds = s.thresholds_gpu_s
+        hist = ctx.history
         updates: dict[str, float] = {}
-        running, pending = _jobs(cluster, s.lookahead)
+        running, pending, budget = _jobs(cluster, s.lookahead)
         ranked = []
+        until = float("inf")        # when the next running job crosses into another queue
+        rows, seen = self._rows, {}
         for job in running + pending:
-            a = attained(job, now, ctx.history, updates)
-            ranked.append((_queue(a, s.thresholds_gpu_s), job.submit_s, job.job_id, job))
-        ranked.sort(key=lambda r: r[:3])
-        budget = sum(len(n.gpus) for n in cluster.nodes if n.available)
-        keep: set[str] = set()
-        for _, _, jid, job in ranked:
-            need = len(job.uses) if job.running else job.gpus * job.num_nodes
-            if need <= budget:
-                keep.add(jid)
-                budget -= need
+            jid = job.job_id
+            row = rows.get(jid)
+            if row is None or row[0] is not job or now >= row[5]:
+                row = self._row(job, now, hist, thresholds, updates)
+            seen[jid] = row
+            a = row[2] + row[4] * (now - row[3]) if row[4] else row[2]
+            if row[5] < until:
+                until = row[5]
+            ranked.append((row[1], job.submit_s, jid, job, a))
+        self._rows = seen
+        ranked.sort(key=_rank)
         actions: list[Action] = []
-        if updates:
-            actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
-                                  why="tiresias: attained service"))
         preempt = s.max_preemptions_per_pass
-        for _, _, jid, job in ranked:
-            held = job.begin_s is not None and job.begin_s > now
-            if jid in keep:
-                if job.pending and held:
+        hold_s = s.hold_s
+        waiting: list[Job] = []     # held queued jobs left out
+        renew = False
+        for _, _, jid, job, a in ranked:
+            running = job.running
+            need = len(job.uses) if running else job.gpus * job.num_nodes
+            begin = job.begin_s
+            if need <= budget:          # it keeps (or gets) its GPUs
+                budget -= need
+                if not running and begin is not None and begin > now:
                     actions.append(Action(kind="defer", job_id=jid, policy=NAME, begin_s=now,
                                           why="tiresias: starts"))
-            elif job.running:
+            elif running:
                 if preempt <= 0:
                     continue
                 preempt -= 1
+                record(jid, a, now, updates)       # its service up to the stop
                 actions.append(Action(kind="resize", job_id=jid, policy=NAME, gpus=job.gpus,
                                       num_nodes=job.num_nodes, why="tiresias: preempted"))
                 actions.append(Action(kind="defer", job_id=jid, policy=NAME,
-                                      begin_s=now + s.hold_s, why="tiresias: held"))
-            elif not held or job.begin_s < now + s.hold_s / 2:
+                                      begin_s=now + hold_s, why="tiresias: held"))
+            elif begin is None or begin <= now:
                 actions.append(Action(kind="defer", job_id=jid, policy=NAME,
-                                      begin_s=now + s.hold_s, why="tiresias: held"))
+                                      begin_s=now + hold_s, why="tiresias: held"))
+            else:
+                waiting.append(job)
+                renew = renew or begin < now + hold_s / 2
+        # the holds are renewed together once one is half run out (so they stay in step, and
+        # the passes between renewals decide nothing)
+        for job in waiting:
+            if renew:
+                actions.append(Action(kind="defer", job_id=job.job_id, policy=NAME,
+                                      begin_s=now + hold_s, why="tiresias: held"))
+            else:
+                until = min(until, job.begin_s - hold_s / 2)    # renewed then
+        if updates:
+            actions.insert(0, Action(kind="observe", job_id="", policy=NAME, predicted=updates,
+                                     why="tiresias: attained service"))
+        elif not actions and cluster.nodes_version is not None:
+            self._quiet = (cluster.nodes_version, cluster.pending_count, until)
         return tuple(actions)
+
+    @staticmethod
+    def _row(job: Job, now: float, hist, thresholds: tuple[float, ...],
+             updates: dict[str, float]) -> tuple:
+        """The job's row read afresh: a running job that crossed into another queue since its
+        total was written has it written as of now (``updates``)."""
+        a, n = attained(job, now, hist)
+        qi = _queue(a, thresholds)
+        cross = float("inf")
+        if n:
+            if qi != _queue(hist.get(f"tiresias:a:{job.job_id}", 0.0), thresholds):
+                record(job.job_id, a, now, updates)     # crossed: its total as of now
+            if qi < len(thresholds):
+                cross = now + (thresholds[qi] - a) / n
+        return (job, qi, a, now, n, cross)

@@ -19,8 +19,10 @@ class TiresiasSettings:
     # attained service (GPU-seconds) at which a job moves to the next, lower queue
     # (ascending; Tiresias's discretized 2D-LAS)
     thresholds_gpu_s: tuple[float, ...] = (3600.0, 36000.0)
-    # a job preempted or waiting is held (its start deferred) this long before the next look
-    hold_s: float = 600.0
+    # a job preempted or waiting is held (its start deferred) this long; holds are renewed
+    # once one has half of this left, so it must exceed twice the time between passes (at
+    # 600 s, passes 300 s apart let holds run out and Slurm start jobs out of turn)
+    hold_s: float = 1800.0
     # queued jobs looked at per pass (queue order)
     lookahead: int = 256
     # preemptions per pass (each costs the job a restart from its checkpoint)
