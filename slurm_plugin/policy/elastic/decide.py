@@ -227,14 +227,15 @@ class Elastic:
     @staticmethod
     def _pending(cluster: Cluster):
         """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id),
-        how many). With a pending count (the simulator keeps one, its mapping in submission
-        order), they are read lazily: admission stops at the first job left waiting."""
+        how many). Where the caller keeps them in order (the simulator's
+        ``Cluster.pending_jobs``), they are read lazily: admission stops at the first job left
+        waiting."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
             return iter(()), 0
-        if cluster.pending_count is not None:
-            n = min(cluster.pending_count, ADMIT_LOOKAHEAD)
-            return islice((j for j in jobs.values() if j.pending), n), n
+        if cluster.pending_jobs is not None:
+            n = min(len(cluster.pending_jobs), ADMIT_LOOKAHEAD)
+            return islice(cluster.pending_jobs, n), n
         out = sorted((j for j in jobs.values() if j.pending),
                      key=lambda j: (j.submit_s, j.job_id))[:ADMIT_LOOKAHEAD]
         return iter(out), len(out)
