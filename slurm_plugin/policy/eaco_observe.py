@@ -22,7 +22,11 @@ caller logs which history keys each version changed (``Context.history_log``), a
 quiet groups read none of the keys changed since the last pass is not looked at again; when
 it also logs which node views changed (``Cluster.nodes_log``), a pass visits only those nodes,
 the stale ones and those left with groups to judge, so its cost does not grow with the cluster.
-The memo only skips work; a pass without it decides the same.
+A *waiting* group (its observation not started because a job does not step yet, or a job not
+yet ``observe_epochs`` epochs past its mark; nothing to do) is checked on that one job's
+progress alone while the history figures its verdict rests on stay the same: the verdict is
+still "wait" as long as that job still waits. The memo only skips work; a pass without it
+decides the same.
 """
 
 from __future__ import annotations
@@ -192,19 +196,73 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     return out
 
 
+@dataclass(slots=True)
+class _Wait:
+    """A group judged "wait" with no job acted on: the job it waits on, whether for its first
+    step (``mark`` None) or for ``observe_epochs`` epochs past ``mark``, and the settings,
+    history version, keys and values the verdict rests on (``_verdict_keys``)."""
+    job_id: str
+    mark: tuple[float, float] | None
+    s: EacoSettings
+    version: int | None
+    keys: tuple[str, ...]
+    values: tuple
+
+
+def _waits_on(g: _Group, ctx: Context, s: EacoSettings) -> _Wait | None:
+    """After a verdict of nothing to do: the job the group waits on, else None (judged)."""
+    history = ctx.history
+    if f"seen:{g.gid}" in history:
+        return None             # judged before: its marks are behind it
+    marks = [_marks(g.gid, j.job_id, history) for j, _ in g.members]
+    found = None
+    if any(m is None for m in marks):
+        found = next(((j.job_id, None) for j, p in g.members if p.step <= 0), None)
+    else:
+        found = next(((j.job_id, m) for (j, p), m in zip(g.members, marks)
+                      if _observed(j, p, m, s, history) is None), None)
+    if found is None:
+        return None
+    keys = _verdict_keys(g)
+    return _Wait(found[0], found[1], s, ctx.history_version, keys,
+                 tuple(map(history.get, keys)))
+
+
+def _still_waiting(w: _Wait, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
+    """Whether a group's verdict is "wait" again, from its ``_Wait`` alone: same settings, no
+    job of it acted on in this pass, the figures its verdict reads unchanged, and the job it
+    waits on still not stepping or not yet ``observe_epochs`` epochs past its mark."""
+    if (w.s is not s and w.s != s) or not acted.isdisjoint(gpu.shard_jobs):
+        return False
+    history = ctx.history
+    if (w.version is None or w.version != ctx.history_version) \
+            and tuple(map(history.get, w.keys)) != w.values:
+        return False
+    p = ctx.readings.progress.get(w.job_id)
+    job = ctx.cluster.jobs.get(w.job_id)
+    if p is None or job is None:
+        return False
+    if w.mark is None:
+        return p.step <= 0
+    return _observed(job, p, w.mark, s, history) is None
+
+
 class ObserveMemo:
     """What one pass learnt that the next may reuse (see the module docstring): per node, its
     view, the history version then, its shared GPUs still to judge and all of them; per quiet
     group, the history keys and values its verdict rests on; per such key, the nodes whose
-    quiet groups read it; the history and node versions of the last pass, each node's place in
-    the cluster then, and the nodes left with GPUs to judge."""
+    quiet groups read it; per waiting group, what it waits on (``_Wait``); the history and
+    node versions of the last pass, each node's place in the cluster then, and the nodes left
+    with GPUs to judge."""
 
-    __slots__ = ("nodes", "quiet", "readers", "version", "nodes_version", "places", "active")
+    __slots__ = ("nodes", "quiet", "readers", "waiting", "version", "nodes_version", "places",
+                 "active")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
         self.readers: dict[str, set[str]] = {}
+        self.waiting: dict[str, _Wait] = {}
         self.version: int | None = None
         self.nodes_version: int | None = None
         self.places: dict[str, int] = {}
@@ -353,10 +411,16 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
             continue
         keep = []
         for gpu in gpus:
+            if memo is not None:
+                w = memo.waiting.get("+".join(sorted(gpu.shard_jobs)))
+                if w is not None and _still_waiting(w, gpu, ctx, s, acted):
+                    keep.append(gpu)
+                    continue
             g = _group(node.name, gpu, ctx)
             if g is None:
                 keep.append(gpu)
                 continue
+            free = acted.isdisjoint(gpu.shard_jobs)
             out = _judge(g, ctx, s, policy, acted)
             for a in out:
                 actions.append(a)
@@ -368,6 +432,12 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
                     memo.readers.setdefault(k, set()).add(node.name)
             else:
                 keep.append(gpu)
+                if memo is not None:
+                    w = _waits_on(g, ctx, s) if free and not out else None
+                    if w is not None:
+                        memo.waiting[g.gid] = w
+                    else:
+                        memo.waiting.pop(g.gid, None)
         if memo is not None:
             _remember(memo, node, ctx, tuple(keep))
             if keep:
@@ -377,6 +447,8 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     if memo is not None:
         memo.version = ctx.history_version
         memo.nodes_version = ctx.cluster.nodes_version
+        if len(memo.waiting) > 4096:
+            memo.waiting.clear()
         if len(memo.quiet) > 4096:   # groups end; a bound keeps the memo small
             memo.quiet.clear()
             memo.readers.clear()
