@@ -37,6 +37,7 @@ from types import MappingProxyType
 from ..model import Action, Gpu, Job, JobRequest, Node, Placement
 from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
+from .eaco_index import KindIndex, NodeMemo
 from .eaco_observe import ObserveMemo, observe
 from .eaco_predict import (
     deadline_of,
@@ -178,31 +179,6 @@ def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) 
     return max(0.0, now + run_s - max(now, at))
 
 
-class _NodeMemo:
-    """Per node, while its view is the same object: whether it takes jobs, the candidate parts
-    of each kind of request and when it goes idle. Candidates depend only on the node, the
-    request's shape and class, the settings and the share weight (part of the key); reused
-    between calls."""
-
-    __slots__ = ("node", "available", "parts", "idle", "kind", "kind_id")
-
-    def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
-        self.node = node
-        self.available = node.available
-        self.parts: dict[tuple, tuple | None] = {}
-        self.idle: tuple[bool, float | None] | None = None
-        g0 = node.gpus[0] if node.gpus else None
-        same_kind = g0 is not None and all(
-            (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
-            for g in node.gpus)
-        # the GPU every GPU of the node is like (weights are per kind of GPU), else None, and
-        # that kind as a small number (``kinds``: the policy's, kept between calls)
-        self.kind = g0 if same_kind else None
-        self.kind_id = kinds.setdefault(
-            (g0.shards_total, g0.memory_mib, g0.model, len(node.gpus)), len(kinds)) \
-            if g0 is not None and same_kind else -1
-
-
 class Eaco:
     name = NAME
     # EaCO's energy gain includes fewer active nodes: packing lets idle nodes power down. The
@@ -262,10 +238,12 @@ class Eaco:
     def __init__(self) -> None:
         # work saved between calls on unchanged node views; never changes a decision
         self._memo = ObserveMemo()
-        self._nodes: dict[str, _NodeMemo] = {}
+        self._nodes: dict[str, NodeMemo] = {}
+        self._index: dict[int, KindIndex] = {}   # per request kind: nodes offering a candidate
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
         self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
+        self._kind_gpus: dict[int, tuple[Gpu, int]] = {}   # per node kind: a GPU, the GPU count
         self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
@@ -325,50 +303,63 @@ class Eaco:
                  own_util: float) -> Iterator[_Candidate]:
         """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
         the least node-on time the job adds first (``_extend_s``), then sharing before running
-        alone, the most utilised set, the busiest node. Built one at a time as tried."""
+        alone, the most utilised set, the busiest node. Built one at a time as tried. Of empty
+        nodes only the first of each boot delay (``eaco_index``): the others would come after
+        it, and the first free GPU set tried is taken."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
         now = ctx.now_s
         run_s = request.time_limit_s
-        order: list[tuple] = []
         memo = self._nodes
         # what the candidate parts depend on besides the node and the weight, as a small number
         # (the settings may be a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
         weights: dict[int, int] = {}    # the job's share weight per kind of node
-        for pos, node in enumerate(ctx.cluster.nodes):
+
+        def weight_of(kind_id: int) -> int:
+            w = weights.get(kind_id)
+            if w is None:
+                g, gpn = self._kind_gpus[kind_id]
+                w = weights[kind_id] = shares.weight(g, gpn) if g.shards_total > 0 and (
+                    not want_model or g.model.lower() == want_model) else 0
+            return w
+
+        def build(pos: int, node: Node) -> tuple[NodeMemo, tuple | None, bool]:
             m = memo.get(node.name)
             if m is None or m.node is not node:
-                m = memo[node.name] = _NodeMemo(node, self._gpu_kinds)
+                m = memo[node.name] = NodeMemo(node, self._gpu_kinds)
+                if m.kind is not None:
+                    self._kind_gpus.setdefault(m.kind_id, (m.kind, len(node.gpus)))
             if not m.available or len(node.gpus) < k:
-                continue
-            key = w = None
+                return m, None, True
             if m.kind is not None:
-                w = weights.get(m.kind_id)
-                if w is None:
-                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus)) \
-                        if m.kind.shards_total > 0 and (
-                            not want_model or m.kind.model.lower() == want_model) else 0
-                key = (kind, w)
-                part = m.parts.get(key, False)
+                w = weight_of(m.kind_id)
+                part = m.parts.get((kind, w), False)
+                if part is False:
+                    part = m.parts[(kind, w)] = self._node_part(node, k, want_model, jobs, s,
+                                                                shares, own_util, w)
             else:
-                part = False
-            if part is False:
-                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, w)
-                if key is not None:
-                    m.parts[key] = part
-            if part is None:
-                continue
-            busy, free, shared, util, mem = part
-            if m.idle is None:
-                m.idle = _node_idle(node, jobs, busy, ctx)
+                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, None)
+            if part is not None and m.idle is None:
+                m.idle = _node_idle(node, jobs, part[0], ctx)
+            return m, part, m.kind is not None
+
+        index = self._index.get(kind)
+        if index is None:
+            index = self._index[kind] = KindIndex()
+        index.refresh(ctx.cluster.nodes, weight_of, build)
+        order: list[tuple] = []
+        for pos, (m, part) in index.busy.items():
+            busy, free, shared = part[0], part[1], part[2]
             extend = _extend_s(m.idle, now, run_s)
             if len(free) >= k:
-                order.append((extend, True, 0.0, -busy, pos, node, part))
+                order.append((extend, True, 0.0, -busy, pos, m.node, part))
             if shared and len(shared) + len(free) >= k:
-                order.append((extend, False, util, -busy, pos, node, part))
+                order.append((extend, False, part[3], -busy, pos, m.node, part))
+        for pos, m, part in index.firsts():
+            order.append((_extend_s(m.idle, now, run_s), True, 0.0, 0, pos, m.node, part))
         # (alone, pos) is unique: the sort never compares a node or a part
         order.sort()
         for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
