@@ -127,6 +127,39 @@ def _residents(gpu: Gpu, jobs: Mapping[str, Job]) -> list[_Resident] | None:
     return out
 
 
+def _gpu_summary(node: Node, jobs: Mapping[str, Job], shared_gpus: dict[int, tuple]) -> tuple:
+    """What a node's candidates for any request are built from: its GPUs holding any job, its
+    free GPUs (in index order), and its shared GPUs whose residents are all known, each with
+    the residents' summed solo utilisation and peak memory and the residents. ``shared_gpus``
+    (the policy's, kept between calls): per shared GPU view, by identity, its entry or None."""
+    busy, free, shared = 0, [], []
+    for g in node.gpus:
+        if g.exclusive_job is not None:
+            busy += 1
+        elif not g.shard_jobs:
+            free.append(g)
+        else:
+            busy += 1
+            hit = shared_gpus.get(id(g))
+            if hit is None or hit[0] is not g:
+                res = _residents(g, jobs)
+                entry = None if res is None else (
+                    g, sum(solo_util_pct(r.job.app, r.gpus) for r in res),
+                    sum(r.cls.memory_mib for r in res), res)
+                hit = shared_gpus[id(g)] = (g, entry)
+            if hit[1] is not None:
+                shared.append(hit[1])
+    return busy, tuple(free), tuple(shared)
+
+
+def _joins(entry: tuple, w: int, need_mib: int, s: EacoSettings) -> bool:
+    """Whether a job taking ``w`` shards and ``need_mib`` of memory fits on a shared GPU of
+    ``_gpu_summary`` by job count, shards and memory (its utilisation is checked apart)."""
+    g = entry[0]
+    return len(g.shard_jobs) < s.max_jobs_per_gpu and g.shards_used + w <= g.shards_total \
+        and entry[2] + need_mib <= g.memory_mib * s.mem_threshold_pct / 100
+
+
 def _refusal(request: JobRequest, s: EacoSettings, cls: JobClass | None, own_util: float) -> str:
     """Why this job must not share, or "" if it may."""
     if request.allow_share is False:
@@ -244,6 +277,7 @@ class Eaco:
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
         self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
         self._kind_gpus: dict[int, tuple[Gpu, int]] = {}   # per node kind: a GPU, the GPU count
+        self._shared_gpus: dict[int, tuple] = {}   # per shared GPU view: ``_gpu_summary``'s entry
         self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
@@ -338,10 +372,10 @@ class Eaco:
                 w = weight_of(m.kind_id)
                 part = m.parts.get((kind, w), False)
                 if part is False:
-                    part = m.parts[(kind, w)] = self._node_part(node, k, want_model, jobs, s,
-                                                                shares, own_util, w)
+                    part = m.parts[(kind, w)] = self._node_part(node, m, k, want_model, jobs,
+                                                                s, shares, own_util, w)
             else:
-                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, None)
+                part = self._node_part(node, m, k, want_model, jobs, s, shares, own_util, None)
             if part is not None and m.idle is None:
                 m.idle = _node_idle(node, jobs, part[0], ctx)
             return m, part, m.kind is not None
@@ -372,8 +406,8 @@ class Eaco:
                 yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
                                  [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
-    def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
-                   s: EacoSettings, shares: _Shares, own_util: float,
+    def _node_part(self, node: Node, m: NodeMemo, k: int, want_model: str,
+                   jobs: Mapping[str, Job], s: EacoSettings, shares: _Shares, own_util: float,
                    w_all: int | None) -> tuple | None:
         """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
         index first), its shared GPUs the job may join (most utilised first), and of the shared
@@ -382,27 +416,27 @@ class Eaco:
         they are all of one kind (0: they do not take the job), else None."""
         if w_all == 0:
             return None
-        busy, free, shared = 0, [], []
-        for g in node.gpus:
-            if g.exclusive_job is not None:
-                busy += 1
-                continue
-            if g.shard_jobs:
-                busy += 1
-            if w_all is not None:
-                w = w_all
-            elif g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
-                continue
-            else:
-                w = shares.weight(g, len(node.gpus))
-                if not w:
-                    continue
-            if not g.shard_jobs:
-                free.append(g)
-            else:
-                entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
-                if entry is not None:
-                    shared.append(entry)
+        if m.gpus is None:
+            if len(self._shared_gpus) > 65536:     # views end; a bound keeps it small
+                self._shared_gpus.clear()
+            m.gpus = _gpu_summary(node, jobs, self._shared_gpus)
+        busy, free_all, shared_all = m.gpus
+        limit = s.util_threshold_pct
+        if w_all is not None:
+            free = list(free_all)
+            shared = [e for e in shared_all
+                      if e[1] + own_util <= limit and _joins(e, w_all, shares.need_mib, s)]
+        else:
+            gpn = len(node.gpus)
+
+            def weight(g: Gpu) -> int:
+                if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
+                    return 0
+                return shares.weight(g, gpn)
+
+            free = [g for g in free_all if weight(g)]
+            shared = [e for e in shared_all if e[1] + own_util <= limit and (w := weight(e[0]))
+                      and _joins(e, w, shares.need_mib, s)]
         if len(free) < k and not shared:
             return None
         # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
@@ -413,22 +447,6 @@ class Eaco:
         util = sum(e[1] for e in chosen)
         mem = max((e[2] for e in chosen), default=0.0)
         return busy, free, shared, util, mem
-
-    @staticmethod
-    def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,
-                  own_util: float) -> tuple[Gpu, float, float, list[_Resident]] | None:
-        if len(g.shard_jobs) >= s.max_jobs_per_gpu or g.shards_used + w > g.shards_total:
-            return None
-        res = _residents(g, jobs)
-        if res is None:
-            return None
-        util = sum(solo_util_pct(r.job.app, r.gpus) for r in res)
-        mem = sum(r.cls.memory_mib for r in res)
-        if util + own_util > s.util_threshold_pct:
-            return None
-        if mem + need_mib > g.memory_mib * s.mem_threshold_pct / 100:
-            return None
-        return g, util, mem, res
 
     # ------------------------------------------------------------------ one candidate
     def _try(self, request: JobRequest, ctx: Context, s: EacoSettings, cls: JobClass,

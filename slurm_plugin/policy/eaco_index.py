@@ -20,16 +20,18 @@ from ..model import Node
 
 class NodeMemo:
     """Per node, while its view is the same object: whether it takes jobs, the candidate parts
-    of each kind of request and when it goes idle. Candidates depend only on the node, the
-    request's shape and class, the settings and the share weight (part of the key); reused
-    between calls."""
+    of each kind of request, what they are built from (``gpus``: the policy's summary of its
+    GPUs, the same for every request) and when it goes idle. Candidates depend only on the
+    node, the request's shape and class, the settings and the share weight (part of the key);
+    reused between calls."""
 
-    __slots__ = ("node", "available", "parts", "idle", "kind", "kind_id")
+    __slots__ = ("node", "available", "parts", "gpus", "idle", "kind", "kind_id")
 
     def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
         self.node = node
         self.available = node.available
         self.parts: dict[tuple, tuple | None] = {}
+        self.gpus: tuple | None = None
         self.idle: tuple[bool, float | None] | None = None
         g0 = node.gpus[0] if node.gpus else None
         same_kind = g0 is not None and all(
