@@ -25,7 +25,9 @@ the stale ones and those left with groups to judge, so its cost does not grow wi
 A *waiting* group (its observation not started because a job does not step yet, or a job not
 yet ``observe_epochs`` epochs past its mark; nothing to do) is checked on that one job's
 progress alone while the history figures its verdict rests on stay the same: the verdict is
-still "wait" as long as that job still waits. The memo only skips work; a pass without it
+still "wait" as long as that job still waits. A judged group with nothing to do that is not
+quiet is judged again on its jobs' progress alone while those figures stay the same (its
+prediction and marks cannot have moved). The memo only skips work; a pass without it
 decides the same.
 """
 
@@ -247,22 +249,78 @@ def _still_waiting(w: _Wait, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set
     return _observed(job, p, w.mark, s, history) is None
 
 
+@dataclass(slots=True)
+class _Judged:
+    """A judged group with nothing to do that is not quiet (a job near the limit or late): its
+    jobs' marks in the GPU's order, and the settings, history version, keys and values the
+    verdict rests on. Its verdict moves with progress alone: it is worked out again from
+    these and the jobs' progress, without the prediction (the history is the same)."""
+    marks: tuple[tuple[str, tuple[float, float]], ...]
+    s: EacoSettings
+    version: int | None
+    keys: tuple[str, ...]
+    values: tuple
+
+
+def _judged(g: _Group, ctx: Context, s: EacoSettings) -> _Judged | None:
+    """After a verdict of nothing to do on a group judged before and not quiet: its
+    ``_Judged``, else None (a job without a mark or an observed slowdown)."""
+    history = ctx.history
+    if f"seen:{g.gid}" not in history:
+        return None
+    marks = []
+    for job, p in g.members:
+        m = _marks(g.gid, job.job_id, history)
+        if m is None or _observed(job, p, m, s, history) is None:
+            return None
+        marks.append((job.job_id, m))
+    keys = _verdict_keys(g)
+    return _Judged(tuple(marks), s, ctx.history_version, keys, tuple(map(history.get, keys)))
+
+
+def _still_judged(jd: _Judged, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
+    """Whether a judged group again has nothing to do and is not quiet, from its ``_Judged``
+    and its jobs' progress: same settings, no job of it acted on in this pass, the figures its
+    verdict reads unchanged, every job running with an observed slowdown, none with a reason
+    to move (``_reason``), one not calm (``_calm``). False: judge it in full."""
+    if (jd.s is not s and jd.s != s) or not acted.isdisjoint(gpu.shard_jobs):
+        return False
+    history = ctx.history
+    if (jd.version is None or jd.version != ctx.history_version) \
+            and tuple(map(history.get, jd.keys)) != jd.values:
+        return False
+    jobs, progress = ctx.cluster.jobs, ctx.readings.progress
+    calm = True
+    for jid, mark in jd.marks:
+        job = jobs.get(jid)
+        p = progress.get(jid)
+        if job is None or p is None or not job.running:
+            return False
+        obs = _observed(job, p, mark, s, history)
+        if obs is None or _reason(job, p, obs, ctx, s):
+            return False
+        calm = calm and _calm(job, p, obs, ctx, s)
+    return not calm
+
+
 class ObserveMemo:
     """What one pass learnt that the next may reuse (see the module docstring): per node, its
     view, the history version then, its shared GPUs still to judge and all of them; per quiet
     group, the history keys and values its verdict rests on; per such key, the nodes whose
-    quiet groups read it; per waiting group, what it waits on (``_Wait``); the history and
+    quiet groups read it; per waiting group, what it waits on (``_Wait``); per judged group
+    that is not quiet, what its verdict rests on (``_Judged``); the history and
     node versions of the last pass, each node's place in the cluster then, and the nodes left
     with GPUs to judge."""
 
-    __slots__ = ("nodes", "quiet", "readers", "waiting", "version", "nodes_version", "places",
-                 "active")
+    __slots__ = ("nodes", "quiet", "readers", "waiting", "judged", "version", "nodes_version",
+                 "places", "active")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
         self.readers: dict[str, set[str]] = {}
         self.waiting: dict[str, _Wait] = {}
+        self.judged: dict[str, _Judged] = {}
         self.version: int | None = None
         self.nodes_version: int | None = None
         self.places: dict[str, int] = {}
@@ -336,13 +394,21 @@ def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
         return False
     for (job, p), m in zip(g.members, (_marks(g.gid, j.job_id, history) for j, _ in g.members)):
         obs = _observed(job, p, m, s, history) if m is not None else None
-        if obs is None or obs > 0.99 * s.max_slowdown:
+        if obs is None or not _calm(job, p, obs, ctx, s):
             return False
-        solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, history)
-        if solo_s is not None:
-            left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
-            if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
-                return False     # late sharing: a free GPU later could make it move
+    return True
+
+
+def _calm(job: Job, p: Progress, obs: float, ctx: Context, s: EacoSettings) -> bool:
+    """A judged job showing slowdown ``obs`` is well under the limit and its deadline out of
+    an exclusive GPU's reach (late sharing: a free GPU later could make it move)."""
+    if obs > 0.99 * s.max_slowdown:
+        return False
+    solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, ctx.history)
+    if solo_s is not None:
+        left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
+        if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
+            return False
     return True
 
 
@@ -412,8 +478,11 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
         keep = []
         for gpu in gpus:
             if memo is not None:
-                w = memo.waiting.get("+".join(sorted(gpu.shard_jobs)))
-                if w is not None and _still_waiting(w, gpu, ctx, s, acted):
+                gid = "+".join(sorted(gpu.shard_jobs))
+                w = memo.waiting.get(gid)
+                jd = memo.judged.get(gid) if w is None else None
+                if (w is not None and _still_waiting(w, gpu, ctx, s, acted)) or \
+                        (jd is not None and _still_judged(jd, gpu, ctx, s, acted)):
                     keep.append(gpu)
                     continue
             g = _group(node.name, gpu, ctx)
@@ -434,10 +503,12 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
                 keep.append(gpu)
                 if memo is not None:
                     w = _waits_on(g, ctx, s) if free and not out else None
-                    if w is not None:
-                        memo.waiting[g.gid] = w
-                    else:
-                        memo.waiting.pop(g.gid, None)
+                    jd = _judged(g, ctx, s) if free and not out and w is None else None
+                    for table, entry in ((memo.waiting, w), (memo.judged, jd)):
+                        if entry is not None:
+                            table[g.gid] = entry
+                        else:
+                            table.pop(g.gid, None)
         if memo is not None:
             _remember(memo, node, ctx, tuple(keep))
             if keep:
@@ -447,8 +518,9 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     if memo is not None:
         memo.version = ctx.history_version
         memo.nodes_version = ctx.cluster.nodes_version
-        if len(memo.waiting) > 4096:
-            memo.waiting.clear()
+        for table in (memo.waiting, memo.judged):
+            if len(table) > 4096:
+                table.clear()
         if len(memo.quiet) > 4096:   # groups end; a bound keeps the memo small
             memo.quiet.clear()
             memo.readers.clear()
