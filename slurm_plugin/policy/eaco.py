@@ -129,9 +129,10 @@ def _residents(gpu: Gpu, jobs: Mapping[str, Job]) -> list[_Resident] | None:
 
 def _gpu_summary(node: Node, jobs: Mapping[str, Job], shared_gpus: dict[int, tuple]) -> tuple:
     """What a node's candidates for any request are built from: its GPUs holding any job, its
-    free GPUs (in index order), and its shared GPUs whose residents are all known, each with
-    the residents' summed solo utilisation and peak memory and the residents. ``shared_gpus``
-    (the policy's, kept between calls): per shared GPU view, by identity, its entry or None."""
+    free GPUs (highest index first), and its shared GPUs whose residents are all known, each
+    with the residents' summed solo utilisation and peak memory and the residents (most
+    utilised first). ``shared_gpus`` (the policy's, kept between calls): per shared GPU view,
+    by identity, its entry or None."""
     busy, free, shared = 0, [], []
     for g in node.gpus:
         if g.exclusive_job is not None:
@@ -149,6 +150,8 @@ def _gpu_summary(node: Node, jobs: Mapping[str, Job], shared_gpus: dict[int, tup
                 hit = shared_gpus[id(g)] = (g, entry)
             if hit[1] is not None:
                 shared.append(hit[1])
+    free.reverse()
+    shared.sort(key=lambda e: (-e[1], e[0].index))
     return busy, tuple(free), tuple(shared)
 
 
@@ -398,11 +401,11 @@ class Eaco:
         order.sort()
         for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
             if alone:
-                yield _Candidate(node, pos, -nbusy, free[:k], [[] for _ in range(k)], 0.0, 0.0,
-                                 extend, alone=True)
+                yield _Candidate(node, pos, -nbusy, list(free[:k]), [[] for _ in range(k)], 0.0,
+                                 0.0, extend, alone=True)
             else:
                 chosen = shared[:k]
-                fill = free[:k - len(chosen)]
+                fill = list(free[:k - len(chosen)])
                 yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
                                  [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
@@ -422,8 +425,11 @@ class Eaco:
             m.gpus = _gpu_summary(node, jobs, self._shared_gpus)
         busy, free_all, shared_all = m.gpus
         limit = s.util_threshold_pct
+        # filters keep the summary's orders: free GPUs highest index first (the ones Slurm's
+        # first fit, lowest index first, reaches last: a job queued earlier without a pin
+        # would otherwise take the pinned GPU before it), shared ones most utilised first
         if w_all is not None:
-            free = list(free_all)
+            free = free_all
             shared = [e for e in shared_all
                       if e[1] + own_util <= limit and _joins(e, w_all, shares.need_mib, s)]
         else:
@@ -434,15 +440,11 @@ class Eaco:
                     return 0
                 return shares.weight(g, gpn)
 
-            free = [g for g in free_all if weight(g)]
+            free = tuple(g for g in free_all if weight(g))
             shared = [e for e in shared_all if e[1] + own_util <= limit and (w := weight(e[0]))
                       and _joins(e, w, shares.need_mib, s)]
         if len(free) < k and not shared:
             return None
-        # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
-        # queued earlier without a pin would otherwise take the pinned GPU before it.
-        free.reverse()
-        shared.sort(key=lambda e: (-e[1], e[0].index))
         chosen = shared[:k]
         util = sum(e[1] for e in chosen)
         mem = max((e[2] for e in chosen), default=0.0)

@@ -108,8 +108,8 @@ def test_kind_index_keeps_the_first_empty_node_of_each_boot_delay() -> None:
 
     def view(name: str, busy: bool) -> Node:
         excl = "x" if busy else None
-        return Node(name, "mixed" if busy else "idle",
-                    (Gpu(name, 0, shards_total=4, exclusive_job=excl), Gpu(name, 1, shards_total=4)))
+        gpus = (Gpu(name, 0, shards_total=4, exclusive_job=excl), Gpu(name, 1, shards_total=4))
+        return Node(name, "mixed" if busy else "idle", gpus)
 
     nodes = [view(n, rng.random() < 0.5) for n in names]
 
