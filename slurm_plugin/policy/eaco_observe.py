@@ -27,8 +27,9 @@ yet ``observe_epochs`` epochs past its mark; nothing to do) is checked on that o
 progress alone while the history figures its verdict rests on stay the same: the verdict is
 still "wait" as long as that job still waits. A judged group with nothing to do that is not
 quiet is judged again on its jobs' progress alone while those figures stay the same (its
-prediction and marks cannot have moved). The memo only skips work; a pass without it
-decides the same.
+prediction and marks cannot have moved). Both stand when only the group's and pairs'
+slowdowns changed and the prediction they make is still under the limit. The memo only
+skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -201,10 +202,12 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
 @dataclass(slots=True)
 class _Wait:
     """A group judged "wait" with no job acted on: the job it waits on, whether for its first
-    step (``mark`` None) or for ``observe_epochs`` epochs past ``mark``, and the settings,
-    history version, keys and values the verdict rests on (``_verdict_keys``)."""
+    step (``mark`` None) or for ``observe_epochs`` epochs past ``mark``, its jobs' apps in
+    the GPU's order, and the settings, history version, keys and values the verdict rests
+    on (``_verdict_keys``)."""
     job_id: str
     mark: tuple[float, float] | None
+    apps: tuple[str, ...]
     s: EacoSettings
     version: int | None
     keys: tuple[str, ...]
@@ -226,20 +229,20 @@ def _waits_on(g: _Group, ctx: Context, s: EacoSettings) -> _Wait | None:
     if found is None:
         return None
     keys = _verdict_keys(g)
-    return _Wait(found[0], found[1], s, ctx.history_version, keys,
-                 tuple(map(history.get, keys)))
+    return _Wait(found[0], found[1], tuple(j.app for j, _ in g.members), s,
+                 ctx.history_version, keys, tuple(map(history.get, keys)))
 
 
 def _still_waiting(w: _Wait, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
     """Whether a group's verdict is "wait" again, from its ``_Wait`` alone: same settings, no
-    job of it acted on in this pass, the figures its verdict reads unchanged, and the job it
+    job of it acted on in this pass, the figures its verdict reads unchanged
+    (``_same_figures``), and the job it
     waits on still not stepping or not yet ``observe_epochs`` epochs past its mark."""
     if (w.s is not s and w.s != s) or not acted.isdisjoint(gpu.shard_jobs):
         return False
-    history = ctx.history
-    if (w.version is None or w.version != ctx.history_version) \
-            and tuple(map(history.get, w.keys)) != w.values:
+    if not _same_figures(w, ctx, s):
         return False
+    history = ctx.history
     p = ctx.readings.progress.get(w.job_id)
     job = ctx.cluster.jobs.get(w.job_id)
     if p is None or job is None:
@@ -256,6 +259,7 @@ class _Judged:
     verdict rests on. Its verdict moves with progress alone: it is worked out again from
     these and the jobs' progress, without the prediction (the history is the same)."""
     marks: tuple[tuple[str, tuple[float, float]], ...]
+    apps: tuple[str, ...]
     s: EacoSettings
     version: int | None
     keys: tuple[str, ...]
@@ -275,20 +279,20 @@ def _judged(g: _Group, ctx: Context, s: EacoSettings) -> _Judged | None:
             return None
         marks.append((job.job_id, m))
     keys = _verdict_keys(g)
-    return _Judged(tuple(marks), s, ctx.history_version, keys, tuple(map(history.get, keys)))
+    return _Judged(tuple(marks), tuple(j.app for j, _ in g.members), s, ctx.history_version,
+                   keys, tuple(map(history.get, keys)))
 
 
 def _still_judged(jd: _Judged, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
     """Whether a judged group again has nothing to do and is not quiet, from its ``_Judged``
     and its jobs' progress: same settings, no job of it acted on in this pass, the figures its
-    verdict reads unchanged, every job running with an observed slowdown, none with a reason
+    verdict reads unchanged (``_same_figures``), every job running with an observed slowdown, none with a reason
     to move (``_reason``), one not calm (``_calm``). False: judge it in full."""
     if (jd.s is not s and jd.s != s) or not acted.isdisjoint(gpu.shard_jobs):
         return False
-    history = ctx.history
-    if (jd.version is None or jd.version != ctx.history_version) \
-            and tuple(map(history.get, jd.keys)) != jd.values:
+    if not _same_figures(jd, ctx, s):
         return False
+    history = ctx.history
     jobs, progress = ctx.cluster.jobs, ctx.readings.progress
     calm = True
     for jid, mark in jd.marks:
@@ -373,17 +377,43 @@ def _stale_nodes(ctx: Context, memo: ObserveMemo | None) -> set[str] | None:
 
 
 def _verdict_keys(g: _Group) -> tuple[str, ...]:
-    """The history keys a group's verdict reads: group and pair slowdowns, its marker and
-    marks, each job's solo figures (not its own observed slowdown: only ``advise`` reads
-    that)."""
+    """The history keys a group's verdict reads: group and pair slowdowns (first, the
+    prediction's ``_prediction_keys``), its marker and marks, each job's solo figures (not
+    its own observed slowdown: only ``advise`` reads that)."""
     apps = [j.app for j, _ in g.members]
-    keys = [group_key(apps), f"seen:{g.gid}"]
+    keys = [group_key(apps)]
     keys += [group_key((a, b)) for i, a in enumerate(apps) for b in apps[i + 1:]]
+    keys.append(f"seen:{g.gid}")
     for job, _ in g.members:
         key = repeat_key_of(job)
         keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s",
                  f"mark:{g.gid}:{job.job_id}:step", f"mark:{g.gid}:{job.job_id}:t"]
     return tuple(keys)
+
+
+def _prediction_keys(jobs: int) -> int:
+    """How many of a group's ``_verdict_keys`` its prediction reads: the group's and pairs'."""
+    return 1 + jobs * (jobs - 1) // 2
+
+
+def _same_figures(entry: _Wait | _Judged, ctx: Context, s: EacoSettings) -> bool:
+    """Whether the figures a waiting or judged group's verdict reads are as ``entry`` holds,
+    or differ only in the group's and pairs' slowdowns and its prediction is still under the
+    limit (the prediction is all they feed before the verdict); then ``entry`` takes them."""
+    if entry.version is not None and entry.version == ctx.history_version:
+        return True
+    history = ctx.history
+    values = tuple(map(history.get, entry.keys))
+    if values != entry.values:
+        n = _prediction_keys(len(entry.apps))
+        if values[n:] != entry.values[n:]:
+            return False
+        predicted, _ = group_slowdowns(entry.apps, history)
+        if max(predicted) > s.max_slowdown * (1 + TOLERANCE):
+            return False
+        entry.values = values
+    entry.version = ctx.history_version
+    return True
 
 
 def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
