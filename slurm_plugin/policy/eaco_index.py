@@ -45,8 +45,9 @@ class NodeMemo:
             if g0 is not None and same_kind else -1
 
 
-# A node's entry: (memo, part) from ``Refresh``; part None when it offers no candidate,
-# ``cacheable`` False when the part must be built again on every call (GPUs of several kinds).
+# What ``KindIndex.refresh`` asks the policy of a node (its position and view): its memo, its
+# part (None: no candidate) and whether the part may be kept (False: GPUs of several kinds,
+# built again on every call).
 Refresh = Callable[[int, Node], tuple[NodeMemo, tuple | None, bool]]
 
 
