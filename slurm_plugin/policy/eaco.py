@@ -37,6 +37,7 @@ from types import MappingProxyType
 from ..model import Action, Gpu, Job, JobRequest, Node, Placement
 from ..physics import JobClass, node_base_power_w, node_resume_delay_s
 from .base import Context, plain_placement
+from .eaco_index import KindIndex, NodeMemo
 from .eaco_observe import ObserveMemo, observe
 from .eaco_predict import (
     deadline_of,
@@ -126,6 +127,42 @@ def _residents(gpu: Gpu, jobs: Mapping[str, Job]) -> list[_Resident] | None:
     return out
 
 
+def _gpu_summary(node: Node, jobs: Mapping[str, Job], shared_gpus: dict[int, tuple]) -> tuple:
+    """What a node's candidates for any request are built from: its GPUs holding any job, its
+    free GPUs (highest index first), and its shared GPUs whose residents are all known, each
+    with the residents' summed solo utilisation and peak memory and the residents (most
+    utilised first). ``shared_gpus`` (the policy's, kept between calls): per shared GPU view,
+    by identity, its entry or None."""
+    busy, free, shared = 0, [], []
+    for g in node.gpus:
+        if g.exclusive_job is not None:
+            busy += 1
+        elif not g.shard_jobs:
+            free.append(g)
+        else:
+            busy += 1
+            hit = shared_gpus.get(id(g))
+            if hit is None or hit[0] is not g:
+                res = _residents(g, jobs)
+                entry = None if res is None else (
+                    g, sum(solo_util_pct(r.job.app, r.gpus) for r in res),
+                    sum(r.cls.memory_mib for r in res), res)
+                hit = shared_gpus[id(g)] = (g, entry)
+            if hit[1] is not None:
+                shared.append(hit[1])
+    free.reverse()
+    shared.sort(key=lambda e: (-e[1], e[0].index))
+    return busy, tuple(free), tuple(shared)
+
+
+def _joins(entry: tuple, w: int, need_mib: int, s: EacoSettings) -> bool:
+    """Whether a job taking ``w`` shards and ``need_mib`` of memory fits on a shared GPU of
+    ``_gpu_summary`` by job count, shards and memory (its utilisation is checked apart)."""
+    g = entry[0]
+    return len(g.shard_jobs) < s.max_jobs_per_gpu and g.shards_used + w <= g.shards_total \
+        and entry[2] + need_mib <= g.memory_mib * s.mem_threshold_pct / 100
+
+
 def _refusal(request: JobRequest, s: EacoSettings, cls: JobClass | None, own_util: float) -> str:
     """Why this job must not share, or "" if it may."""
     if request.allow_share is False:
@@ -176,31 +213,6 @@ def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) 
     if empty:
         return run_s + at
     return max(0.0, now + run_s - max(now, at))
-
-
-class _NodeMemo:
-    """Per node, while its view is the same object: whether it takes jobs, the candidate parts
-    of each kind of request and when it goes idle. Candidates depend only on the node, the
-    request's shape and class, the settings and the share weight (part of the key); reused
-    between calls."""
-
-    __slots__ = ("node", "available", "parts", "idle", "kind", "kind_id")
-
-    def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
-        self.node = node
-        self.available = node.available
-        self.parts: dict[tuple, tuple | None] = {}
-        self.idle: tuple[bool, float | None] | None = None
-        g0 = node.gpus[0] if node.gpus else None
-        same_kind = g0 is not None and all(
-            (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
-            for g in node.gpus)
-        # the GPU every GPU of the node is like (weights are per kind of GPU), else None, and
-        # that kind as a small number (``kinds``: the policy's, kept between calls)
-        self.kind = g0 if same_kind else None
-        self.kind_id = kinds.setdefault(
-            (g0.shards_total, g0.memory_mib, g0.model, len(node.gpus)), len(kinds)) \
-            if g0 is not None and same_kind else -1
 
 
 class Eaco:
@@ -262,10 +274,13 @@ class Eaco:
     def __init__(self) -> None:
         # work saved between calls on unchanged node views; never changes a decision
         self._memo = ObserveMemo()
-        self._nodes: dict[str, _NodeMemo] = {}
+        self._nodes: dict[str, NodeMemo] = {}
+        self._index: dict[int, KindIndex] = {}   # per request kind: nodes offering a candidate
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
         self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
+        self._kind_gpus: dict[int, tuple[Gpu, int]] = {}   # per node kind: a GPU, the GPU count
+        self._shared_gpus: dict[int, tuple] = {}   # per shared GPU view: ``_gpu_summary``'s entry
         self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
@@ -325,64 +340,77 @@ class Eaco:
                  own_util: float) -> Iterator[_Candidate]:
         """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
         the least node-on time the job adds first (``_extend_s``), then sharing before running
-        alone, the most utilised set, the busiest node. Built one at a time as tried."""
+        alone, the most utilised set, the busiest node. Built one at a time as tried. Of empty
+        nodes only the first of each boot delay (``eaco_index``): the others would come after
+        it, and the first free GPU set tried is taken."""
         k = request.gpus
         want_model = request.gpu_model.lower()
         jobs = ctx.cluster.jobs
         now = ctx.now_s
         run_s = request.time_limit_s
-        order: list[tuple] = []
         memo = self._nodes
         # what the candidate parts depend on besides the node and the weight, as a small number
         # (the settings may be a new object on every call: hashed once here, not once per node)
         kind = self._kinds.setdefault((request.app, k, want_model, shares.need_mib, own_util, s),
                                       len(self._kinds))
         weights: dict[int, int] = {}    # the job's share weight per kind of node
-        for pos, node in enumerate(ctx.cluster.nodes):
+
+        def weight_of(kind_id: int) -> int:
+            w = weights.get(kind_id)
+            if w is None:
+                g, gpn = self._kind_gpus[kind_id]
+                w = weights[kind_id] = shares.weight(g, gpn) if g.shards_total > 0 and (
+                    not want_model or g.model.lower() == want_model) else 0
+            return w
+
+        def build(pos: int, node: Node) -> tuple[NodeMemo, tuple | None, bool]:
             m = memo.get(node.name)
             if m is None or m.node is not node:
-                m = memo[node.name] = _NodeMemo(node, self._gpu_kinds)
+                m = memo[node.name] = NodeMemo(node, self._gpu_kinds)
+                if m.kind is not None:
+                    self._kind_gpus.setdefault(m.kind_id, (m.kind, len(node.gpus)))
             if not m.available or len(node.gpus) < k:
-                continue
-            key = w = None
+                return m, None, True
             if m.kind is not None:
-                w = weights.get(m.kind_id)
-                if w is None:
-                    w = weights[m.kind_id] = shares.weight(m.kind, len(node.gpus)) \
-                        if m.kind.shards_total > 0 and (
-                            not want_model or m.kind.model.lower() == want_model) else 0
-                key = (kind, w)
-                part = m.parts.get(key, False)
+                w = weight_of(m.kind_id)
+                part = m.parts.get((kind, w), False)
+                if part is False:
+                    part = m.parts[(kind, w)] = self._node_part(node, m, k, want_model, jobs,
+                                                                s, shares, own_util, w)
             else:
-                part = False
-            if part is False:
-                part = self._node_part(node, k, want_model, jobs, s, shares, own_util, w)
-                if key is not None:
-                    m.parts[key] = part
-            if part is None:
-                continue
-            busy, free, shared, util, mem = part
-            if m.idle is None:
-                m.idle = _node_idle(node, jobs, busy, ctx)
+                part = self._node_part(node, m, k, want_model, jobs, s, shares, own_util, None)
+            if part is not None and m.idle is None:
+                m.idle = _node_idle(node, jobs, part[0], ctx)
+            return m, part, m.kind is not None
+
+        index = self._index.get(kind)
+        if index is None:
+            index = self._index[kind] = KindIndex()
+        index.refresh(ctx.cluster.nodes, weight_of, build)
+        order: list[tuple] = []
+        for pos, (m, part) in index.busy.items():
+            busy, free, shared = part[0], part[1], part[2]
             extend = _extend_s(m.idle, now, run_s)
             if len(free) >= k:
-                order.append((extend, True, 0.0, -busy, pos, node, part))
+                order.append((extend, True, 0.0, -busy, pos, m.node, part))
             if shared and len(shared) + len(free) >= k:
-                order.append((extend, False, util, -busy, pos, node, part))
+                order.append((extend, False, part[3], -busy, pos, m.node, part))
+        for pos, m, part in index.firsts():
+            order.append((_extend_s(m.idle, now, run_s), True, 0.0, 0, pos, m.node, part))
         # (alone, pos) is unique: the sort never compares a node or a part
         order.sort()
         for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
             if alone:
-                yield _Candidate(node, pos, -nbusy, free[:k], [[] for _ in range(k)], 0.0, 0.0,
-                                 extend, alone=True)
+                yield _Candidate(node, pos, -nbusy, list(free[:k]), [[] for _ in range(k)], 0.0,
+                                 0.0, extend, alone=True)
             else:
                 chosen = shared[:k]
-                fill = free[:k - len(chosen)]
+                fill = list(free[:k - len(chosen)])
                 yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
                                  [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
 
-    def _node_part(self, node: Node, k: int, want_model: str, jobs: Mapping[str, Job],
-                   s: EacoSettings, shares: _Shares, own_util: float,
+    def _node_part(self, node: Node, m: NodeMemo, k: int, want_model: str,
+                   jobs: Mapping[str, Job], s: EacoSettings, shares: _Shares, own_util: float,
                    w_all: int | None) -> tuple | None:
         """Of one node: GPUs holding any job, its free GPUs that may take the job (highest
         index first), its shared GPUs the job may join (most utilised first), and of the shared
@@ -391,53 +419,36 @@ class Eaco:
         they are all of one kind (0: they do not take the job), else None."""
         if w_all == 0:
             return None
-        busy, free, shared = 0, [], []
-        for g in node.gpus:
-            if g.exclusive_job is not None:
-                busy += 1
-                continue
-            if g.shard_jobs:
-                busy += 1
-            if w_all is not None:
-                w = w_all
-            elif g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
-                continue
-            else:
-                w = shares.weight(g, len(node.gpus))
-                if not w:
-                    continue
-            if not g.shard_jobs:
-                free.append(g)
-            else:
-                entry = self._eligible(g, jobs, s, w, shares.need_mib, own_util)
-                if entry is not None:
-                    shared.append(entry)
+        if m.gpus is None:
+            if len(self._shared_gpus) > 65536:     # views end; a bound keeps it small
+                self._shared_gpus.clear()
+            m.gpus = _gpu_summary(node, jobs, self._shared_gpus)
+        busy, free_all, shared_all = m.gpus
+        limit = s.util_threshold_pct
+        # filters keep the summary's orders: free GPUs highest index first (the ones Slurm's
+        # first fit, lowest index first, reaches last: a job queued earlier without a pin
+        # would otherwise take the pinned GPU before it), shared ones most utilised first
+        if w_all is not None:
+            free = free_all
+            shared = [e for e in shared_all
+                      if e[1] + own_util <= limit and _joins(e, w_all, shares.need_mib, s)]
+        else:
+            gpn = len(node.gpus)
+
+            def weight(g: Gpu) -> int:
+                if g.shards_total <= 0 or (want_model and g.model.lower() != want_model):
+                    return 0
+                return shares.weight(g, gpn)
+
+            free = tuple(g for g in free_all if weight(g))
+            shared = [e for e in shared_all if e[1] + own_util <= limit and (w := weight(e[0]))
+                      and _joins(e, w, shares.need_mib, s)]
         if len(free) < k and not shared:
             return None
-        # Pin to the free GPUs Slurm's first fit (lowest index first) reaches last: a job
-        # queued earlier without a pin would otherwise take the pinned GPU before it.
-        free.reverse()
-        shared.sort(key=lambda e: (-e[1], e[0].index))
         chosen = shared[:k]
         util = sum(e[1] for e in chosen)
         mem = max((e[2] for e in chosen), default=0.0)
         return busy, free, shared, util, mem
-
-    @staticmethod
-    def _eligible(g: Gpu, jobs: Mapping[str, Job], s: EacoSettings, w: int, need_mib: int,
-                  own_util: float) -> tuple[Gpu, float, float, list[_Resident]] | None:
-        if len(g.shard_jobs) >= s.max_jobs_per_gpu or g.shards_used + w > g.shards_total:
-            return None
-        res = _residents(g, jobs)
-        if res is None:
-            return None
-        util = sum(solo_util_pct(r.job.app, r.gpus) for r in res)
-        mem = sum(r.cls.memory_mib for r in res)
-        if util + own_util > s.util_threshold_pct:
-            return None
-        if mem + need_mib > g.memory_mib * s.mem_threshold_pct / 100:
-            return None
-        return g, util, mem, res
 
     # ------------------------------------------------------------------ one candidate
     def _try(self, request: JobRequest, ctx: Context, s: EacoSettings, cls: JobClass,

@@ -22,7 +22,14 @@ caller logs which history keys each version changed (``Context.history_log``), a
 quiet groups read none of the keys changed since the last pass is not looked at again; when
 it also logs which node views changed (``Cluster.nodes_log``), a pass visits only those nodes,
 the stale ones and those left with groups to judge, so its cost does not grow with the cluster.
-The memo only skips work; a pass without it decides the same.
+A *waiting* group (its observation not started because a job does not step yet, or a job not
+yet ``observe_epochs`` epochs past its mark; nothing to do) is checked on that one job's
+progress alone while the history figures its verdict rests on stay the same: the verdict is
+still "wait" as long as that job still waits. A judged group with nothing to do that is not
+quiet is judged again on its jobs' progress alone while those figures stay the same (its
+prediction and marks cannot have moved). Both stand when only the group's and pairs'
+slowdowns changed and the prediction they make is still under the limit. The memo only
+skips work; a pass without it decides the same.
 """
 
 from __future__ import annotations
@@ -192,19 +199,132 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     return out
 
 
+@dataclass(slots=True)
+class _Wait:
+    """A group judged "wait" with no job acted on: the job it waits on, whether for its first
+    step (``mark`` None) or for ``observe_epochs`` epochs past ``mark``, its jobs' apps in
+    the GPU's order, and the settings, history version, keys and values the verdict rests
+    on (``_verdict_keys``)."""
+    job_id: str
+    mark: tuple[float, float] | None
+    apps: tuple[str, ...]
+    s: EacoSettings
+    version: int | None
+    keys: tuple[str, ...]
+    values: tuple
+
+
+def _waits_on(g: _Group, ctx: Context, s: EacoSettings) -> _Wait | None:
+    """After a verdict of nothing to do: the job the group waits on, else None (judged)."""
+    history = ctx.history
+    if f"seen:{g.gid}" in history:
+        return None             # judged before: its marks are behind it
+    marks = [_marks(g.gid, j.job_id, history) for j, _ in g.members]
+    found = None
+    if any(m is None for m in marks):
+        found = next(((j.job_id, None) for j, p in g.members if p.step <= 0), None)
+    else:
+        found = next(((j.job_id, m) for (j, p), m in zip(g.members, marks)
+                      if _observed(j, p, m, s, history) is None), None)
+    if found is None:
+        return None
+    keys = _verdict_keys(g)
+    return _Wait(found[0], found[1], tuple(j.app for j, _ in g.members), s,
+                 ctx.history_version, keys, tuple(map(history.get, keys)))
+
+
+def _still_waiting(w: _Wait, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
+    """Whether a group's verdict is "wait" again, from its ``_Wait`` alone: same settings, no
+    job of it acted on in this pass, the figures its verdict reads unchanged
+    (``_same_figures``), and the job it
+    waits on still not stepping or not yet ``observe_epochs`` epochs past its mark."""
+    if (w.s is not s and w.s != s) or not acted.isdisjoint(gpu.shard_jobs):
+        return False
+    if not _same_figures(w, ctx, s):
+        return False
+    history = ctx.history
+    p = ctx.readings.progress.get(w.job_id)
+    job = ctx.cluster.jobs.get(w.job_id)
+    if p is None or job is None:
+        return False
+    if w.mark is None:
+        return p.step <= 0
+    return _observed(job, p, w.mark, s, history) is None
+
+
+@dataclass(slots=True)
+class _Judged:
+    """A judged group with nothing to do that is not quiet (a job near the limit or late): its
+    jobs' marks in the GPU's order, and the settings, history version, keys and values the
+    verdict rests on. Its verdict moves with progress alone: it is worked out again from
+    these and the jobs' progress, without the prediction (the history is the same)."""
+    marks: tuple[tuple[str, tuple[float, float]], ...]
+    apps: tuple[str, ...]
+    s: EacoSettings
+    version: int | None
+    keys: tuple[str, ...]
+    values: tuple
+
+
+def _judged(g: _Group, ctx: Context, s: EacoSettings) -> _Judged | None:
+    """After a verdict of nothing to do on a group judged before and not quiet: its
+    ``_Judged``, else None (a job without a mark or an observed slowdown)."""
+    history = ctx.history
+    if f"seen:{g.gid}" not in history:
+        return None
+    marks = []
+    for job, p in g.members:
+        m = _marks(g.gid, job.job_id, history)
+        if m is None or _observed(job, p, m, s, history) is None:
+            return None
+        marks.append((job.job_id, m))
+    keys = _verdict_keys(g)
+    return _Judged(tuple(marks), tuple(j.app for j, _ in g.members), s, ctx.history_version,
+                   keys, tuple(map(history.get, keys)))
+
+
+def _still_judged(jd: _Judged, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set[str]) -> bool:
+    """Whether a judged group again has nothing to do and is not quiet, from its ``_Judged``
+    and its jobs' progress: same settings, no job of it acted on in this pass, the figures its
+    verdict reads unchanged (``_same_figures``), every job running with an observed slowdown, none with a reason
+    to move (``_reason``), one not calm (``_calm``). False: judge it in full."""
+    if (jd.s is not s and jd.s != s) or not acted.isdisjoint(gpu.shard_jobs):
+        return False
+    if not _same_figures(jd, ctx, s):
+        return False
+    history = ctx.history
+    jobs, progress = ctx.cluster.jobs, ctx.readings.progress
+    calm = True
+    for jid, mark in jd.marks:
+        job = jobs.get(jid)
+        p = progress.get(jid)
+        if job is None or p is None or not job.running:
+            return False
+        obs = _observed(job, p, mark, s, history)
+        if obs is None or _reason(job, p, obs, ctx, s):
+            return False
+        calm = calm and _calm(job, p, obs, ctx, s)
+    return not calm
+
+
 class ObserveMemo:
     """What one pass learnt that the next may reuse (see the module docstring): per node, its
     view, the history version then, its shared GPUs still to judge and all of them; per quiet
     group, the history keys and values its verdict rests on; per such key, the nodes whose
-    quiet groups read it; the history and node versions of the last pass, each node's place in
-    the cluster then, and the nodes left with GPUs to judge."""
+    quiet groups read it; per waiting group, what it waits on (``_Wait``); per judged group
+    that is not quiet, what its verdict rests on (``_Judged``); the history and
+    node versions of the last pass, each node's place in the cluster then, and the nodes left
+    with GPUs to judge."""
 
-    __slots__ = ("nodes", "quiet", "readers", "version", "nodes_version", "places", "active")
+    __slots__ = ("nodes", "quiet", "readers", "waiting", "judged", "version", "nodes_version",
+                 "places", "active")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Node, int | None, tuple[Gpu, ...], tuple[Gpu, ...]]] = {}
         self.quiet: dict[str, tuple[tuple[str, ...], tuple]] = {}
         self.readers: dict[str, set[str]] = {}
+        self.waiting: dict[str, _Wait] = {}
+        self.judged: dict[str, _Judged] = {}
         self.version: int | None = None
         self.nodes_version: int | None = None
         self.places: dict[str, int] = {}
@@ -257,17 +377,43 @@ def _stale_nodes(ctx: Context, memo: ObserveMemo | None) -> set[str] | None:
 
 
 def _verdict_keys(g: _Group) -> tuple[str, ...]:
-    """The history keys a group's verdict reads: group and pair slowdowns, its marker and
-    marks, each job's solo figures (not its own observed slowdown: only ``advise`` reads
-    that)."""
+    """The history keys a group's verdict reads: group and pair slowdowns (first, the
+    prediction's ``_prediction_keys``), its marker and marks, each job's solo figures (not
+    its own observed slowdown: only ``advise`` reads that)."""
     apps = [j.app for j, _ in g.members]
-    keys = [group_key(apps), f"seen:{g.gid}"]
+    keys = [group_key(apps)]
     keys += [group_key((a, b)) for i, a in enumerate(apps) for b in apps[i + 1:]]
+    keys.append(f"seen:{g.gid}")
     for job, _ in g.members:
         key = repeat_key_of(job)
         keys += [f"job:{key}:solo_rate", f"job:{key}:solo_s",
                  f"mark:{g.gid}:{job.job_id}:step", f"mark:{g.gid}:{job.job_id}:t"]
     return tuple(keys)
+
+
+def _prediction_keys(jobs: int) -> int:
+    """How many of a group's ``_verdict_keys`` its prediction reads: the group's and pairs'."""
+    return 1 + jobs * (jobs - 1) // 2
+
+
+def _same_figures(entry: _Wait | _Judged, ctx: Context, s: EacoSettings) -> bool:
+    """Whether the figures a waiting or judged group's verdict reads are as ``entry`` holds,
+    or differ only in the group's and pairs' slowdowns and its prediction is still under the
+    limit (the prediction is all they feed before the verdict); then ``entry`` takes them."""
+    if entry.version is not None and entry.version == ctx.history_version:
+        return True
+    history = ctx.history
+    values = tuple(map(history.get, entry.keys))
+    if values != entry.values:
+        n = _prediction_keys(len(entry.apps))
+        if values[n:] != entry.values[n:]:
+            return False
+        predicted, _ = group_slowdowns(entry.apps, history)
+        if max(predicted) > s.max_slowdown * (1 + TOLERANCE):
+            return False
+        entry.values = values
+    entry.version = ctx.history_version
+    return True
 
 
 def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
@@ -278,13 +424,21 @@ def _quiet(g: _Group, ctx: Context, s: EacoSettings) -> bool:
         return False
     for (job, p), m in zip(g.members, (_marks(g.gid, j.job_id, history) for j, _ in g.members)):
         obs = _observed(job, p, m, s, history) if m is not None else None
-        if obs is None or obs > 0.99 * s.max_slowdown:
+        if obs is None or not _calm(job, p, obs, ctx, s):
             return False
-        solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, history)
-        if solo_s is not None:
-            left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
-            if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
-                return False     # late sharing: a free GPU later could make it move
+    return True
+
+
+def _calm(job: Job, p: Progress, obs: float, ctx: Context, s: EacoSettings) -> bool:
+    """A judged job showing slowdown ``obs`` is well under the limit and its deadline out of
+    an exclusive GPU's reach (late sharing: a free GPU later could make it move)."""
+    if obs > 0.99 * s.max_slowdown:
+        return False
+    solo_s = solo_time_s(repeat_key_of(job), job.time_limit_s, ctx.history)
+    if solo_s is not None:
+        left = remaining_solo_s(job, p, solo_s, ctx.now_s, obs)
+        if ctx.now_s + left * obs > deadline_of(job, solo_s, s.deadline_factor):
+            return False
     return True
 
 
@@ -353,10 +507,19 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
             continue
         keep = []
         for gpu in gpus:
+            if memo is not None:
+                gid = "+".join(sorted(gpu.shard_jobs))
+                w = memo.waiting.get(gid)
+                jd = memo.judged.get(gid) if w is None else None
+                if (w is not None and _still_waiting(w, gpu, ctx, s, acted)) or \
+                        (jd is not None and _still_judged(jd, gpu, ctx, s, acted)):
+                    keep.append(gpu)
+                    continue
             g = _group(node.name, gpu, ctx)
             if g is None:
                 keep.append(gpu)
                 continue
+            free = acted.isdisjoint(gpu.shard_jobs)
             out = _judge(g, ctx, s, policy, acted)
             for a in out:
                 actions.append(a)
@@ -368,6 +531,14 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
                     memo.readers.setdefault(k, set()).add(node.name)
             else:
                 keep.append(gpu)
+                if memo is not None:
+                    w = _waits_on(g, ctx, s) if free and not out else None
+                    jd = _judged(g, ctx, s) if free and not out and w is None else None
+                    for table, entry in ((memo.waiting, w), (memo.judged, jd)):
+                        if entry is not None:
+                            table[g.gid] = entry
+                        else:
+                            table.pop(g.gid, None)
         if memo is not None:
             _remember(memo, node, ctx, tuple(keep))
             if keep:
@@ -377,6 +548,9 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
     if memo is not None:
         memo.version = ctx.history_version
         memo.nodes_version = ctx.cluster.nodes_version
+        for table in (memo.waiting, memo.judged):
+            if len(table) > 4096:
+                table.clear()
         if len(memo.quiet) > 4096:   # groups end; a bound keeps the memo small
             memo.quiet.clear()
             memo.readers.clear()

@@ -1,0 +1,117 @@
+"""EaCO's candidate index: which nodes offer a kind of request a GPU set, kept between calls.
+
+``Eaco._options`` orders candidate sets by the node-on time a job would add. Every node that
+holds a job must be looked at on every call (that time moves with the clock), but empty nodes
+differ only in their boot delay and place: of the empty nodes with the same boot delay only
+the first in cluster order can come first, and the first free GPU set in the order is taken,
+so the others are never tried. ``KindIndex`` keeps, per kind of request, the nodes holding jobs
+that offer a candidate (with their parts) and the empty ones by boot delay; a call refreshes
+only the nodes whose view is another object than on its last call. Nothing here decides: the
+parts are the policy's, computed as on a call without the index.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Sequence
+
+from ..model import Node
+
+
+class NodeMemo:
+    """Per node, while its view is the same object: whether it takes jobs, the candidate parts
+    of each kind of request, what they are built from (``gpus``: the policy's summary of its
+    GPUs, the same for every request) and when it goes idle. Candidates depend only on the
+    node, the request's shape and class, the settings and the share weight (part of the key);
+    reused between calls."""
+
+    __slots__ = ("node", "available", "parts", "gpus", "idle", "kind", "kind_id")
+
+    def __init__(self, node: Node, kinds: dict[tuple, int]) -> None:
+        self.node = node
+        self.available = node.available
+        self.parts: dict[tuple, tuple | None] = {}
+        self.gpus: tuple | None = None
+        self.idle: tuple[bool, float | None] | None = None
+        g0 = node.gpus[0] if node.gpus else None
+        same_kind = g0 is not None and all(
+            (g.shards_total, g.memory_mib, g.model) == (g0.shards_total, g0.memory_mib, g0.model)
+            for g in node.gpus)
+        # the GPU every GPU of the node is like (weights are per kind of GPU), else None, and
+        # that kind as a small number (``kinds``: the policy's, kept between calls)
+        self.kind = g0 if same_kind else None
+        self.kind_id = kinds.setdefault(
+            (g0.shards_total, g0.memory_mib, g0.model, len(node.gpus)), len(kinds)) \
+            if g0 is not None and same_kind else -1
+
+
+# What ``KindIndex.refresh`` asks the policy of a node (its position and view): its memo, its
+# part (None: no candidate) and whether the part may be kept (False: GPUs of several kinds,
+# built again on every call).
+Refresh = Callable[[int, Node], tuple[NodeMemo, tuple | None, bool]]
+
+
+class KindIndex:
+    """Of one kind of request, by node position: the nodes holding jobs that offer a candidate,
+    with memo and part (``busy``); the empty ones that offer one (``idle``), and by boot delay
+    their positions in cluster order (``empty``); the node views and share weights (per kind
+    of node) they were built from; the nodes rebuilt on every call (``volatile``)."""
+
+    __slots__ = ("views", "weights", "busy", "idle", "empty", "volatile")
+
+    def __init__(self) -> None:
+        self.views: list[Node | None] = []
+        self.weights: dict[int, int] = {}
+        self.busy: dict[int, tuple[NodeMemo, tuple]] = {}
+        self.idle: dict[int, tuple[NodeMemo, tuple]] = {}
+        self.empty: dict[float | None, list[int]] = {}
+        self.volatile: set[int] = set()
+
+    def refresh(self, nodes: Sequence[Node], weight_of: Callable[[int], int],
+                build: Refresh) -> None:
+        """Bring the index to ``nodes``: every node again when the cluster's length or a share
+        weight (``weight_of``: the job's weight per kind of node now) changed, else only the
+        nodes whose view changed and the volatile ones."""
+        views = self.views
+        if len(views) != len(nodes) or any(weight_of(k) != w for k, w in self.weights.items()):
+            self.views = views = [None] * len(nodes)
+            self.weights = {}
+            self.busy, self.idle, self.empty = {}, {}, {}
+            self.volatile = set()
+            changed: Sequence[int] = range(len(nodes))
+        else:
+            changed = [pos for pos, (a, b) in enumerate(zip(nodes, views)) if a is not b]
+            if self.volatile:
+                changed = sorted(set(changed) | self.volatile)
+        for pos in changed:
+            node = nodes[pos]
+            self._drop(pos)
+            m, part, cacheable = build(pos, node)
+            views[pos] = node
+            if not cacheable:
+                self.volatile.add(pos)
+            if m.kind_id >= 0:
+                self.weights[m.kind_id] = weight_of(m.kind_id)
+            if part is None:
+                continue
+            if part[0]:
+                self.busy[pos] = (m, part)
+            else:
+                self.idle[pos] = (m, part)
+                bisect.insort(self.empty.setdefault(_delay(m), []), pos)
+
+    def _drop(self, pos: int) -> None:
+        self.busy.pop(pos, None)
+        self.volatile.discard(pos)
+        entry = self.idle.pop(pos, None)
+        if entry is not None:
+            self.empty[_delay(entry[0])].remove(pos)
+
+    def firsts(self) -> list[tuple[int, NodeMemo, tuple]]:
+        """Of the empty nodes, the first of each boot delay: position, memo and part."""
+        return [(ps[0], *self.idle[ps[0]]) for ps in self.empty.values() if ps]
+
+
+def _delay(m: NodeMemo) -> float | None:
+    """An empty node's boot delay (``NodeMemo.idle``, set by the policy when it has a part)."""
+    return m.idle[1] if m.idle is not None else None
