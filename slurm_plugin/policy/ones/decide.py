@@ -75,13 +75,16 @@ def _pending(cluster: Cluster, limit: int) -> list[Job]:
 _APPS: list = []     # the profiled applications, read on first use
 
 
-def _profiled(job: Job) -> bool:
-    if job.batch_size is None:
-        return False
+def _apps() -> frozenset:
+    """The applications with a Pollux profile."""
     if not _APPS:
         from ...physics.pollux import pollux_apps
         _APPS.append(frozenset(pollux_apps()))
-    return job.app in _APPS[0]
+    return _APPS[0]
+
+
+def _profiled(job: Job) -> bool:
+    return job.batch_size is not None and job.app in _apps()
 
 
 @lru_cache(maxsize=4096)
@@ -176,19 +179,23 @@ class Ones:
         jobs: dict[str, Job] = {}
         fracs: dict[str, float] = {}
         movable: list[tuple[float, Plan]] = []
+        apps = _apps()
         for job in _running(cluster):
-            job = with_reported_batch(job, progress.get(job.job_id))
             lo, hi = _range(job, cap)
+            if lo == hi and job.app not in apps:
+                continue        # not elastic: keeps its GPUs, not in the population
+            pr = progress.get(job.job_id)
+            job = with_reported_batch(job, pr)
             prof = _profiled(job)
             if lo == hi and not prof:
-                continue        # not elastic: keeps its GPUs, not in the population
-            f = fraction_done(progress.get(job.job_id), job, now, hist)
+                continue
+            f = fraction_done(pr, job, now, hist)
             young = job.start_s is not None and now - job.start_s < s.min_interval_s
             if young:
                 until = min(until, job.start_s + s.min_interval_s)
             x = None
             if f is not None and not prof:      # a new run's first reading is recorded
-                x = run_rate(progress[job.job_id], job, f, now, hist, updates)
+                x = run_rate(pr, job, f, now, hist, updates)
                 waiting = waiting or (x is None and not young)
             if f is None or young or (x is None and not prof):
                 continue        # keeps its GPUs: not in the population

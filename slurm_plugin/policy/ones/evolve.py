@@ -122,6 +122,38 @@ class Room:
                 whole += 1
         return whole >= -(-n // gpn)
 
+    def taken(self, n: int) -> int:
+        """The GPUs ``place(n)`` takes: ``n`` on one node, else whole nodes."""
+        return n if n <= self.gpn else -(-n // self.gpn) * self.gpn
+
+    def free_fits(self, n: int) -> bool:
+        """Whether ``place(n)`` would find GPUs (changes nothing)."""
+        gpn, buckets = self.gpn, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                if buckets[c]:
+                    return True
+            return False
+        return len(buckets[gpn]) >= -(-n // gpn)
+
+    def pass_over(self, n: int) -> None:
+        """What ``release(place(n))`` does, ``n`` GPUs known to fit: the nodes ``place`` would
+        take go last among the nodes with as many GPUs free (their counts are unchanged)."""
+        gpn, buckets = self.gpn, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                b = buckets[c]
+                if b:
+                    name = next(iter(b))
+                    del b[name]
+                    b[name] = None
+                    return
+            return
+        b = buckets[gpn]
+        for name in list(b)[:-(-n // gpn)]:
+            del b[name]
+            b[name] = None
+
     def place(self, n: int) -> dict[str, int] | None:
         """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
         gpn, buckets = self.gpn, self.buckets
@@ -203,7 +235,6 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
     if room.total <= 0:
         return
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
-
     for i, p in enumerate(plans):
         g = genes[i]
         if g >= 0 and (x := p.growth[g]) is not None:
@@ -211,19 +242,31 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     fits, release, place = room.fits, room.release, room.place
+    free_fits, pass_over = room.free_fits, room.pass_over
     while heap and room.total > 0:
         _, i, g = pop(heap)
-        if genes[i] != g:
-            continue
         p = plans[i]
-        n = p.options[g + 1][0]
-        w = where[i]
-        if not fits(w, n):
+        options, growth = p.options, p.growth
+        n = options[g + 1][0]
+        if not fits(where[i], n):
             continue
-        release(w)
-        genes[i], where[i] = g + 1, place(n)
-        if (x := p.growth[g + 1]) is not None:
-            push(heap, (x, i, g + 1))
+        release(where[i])
+        g += 1
+        # the steps this job would take next, one after the other (its next entry would be
+        # the heap's first), are walked through here: each placed and released again
+        while True:
+            x = growth[g]
+            if x is None:
+                break
+            if room.total <= room.taken(n) or (heap and (x, i, g) > heap[0]):
+                push(heap, (x, i, g))
+                break
+            n2 = options[g + 1][0]
+            if not free_fits(n2):
+                break
+            pass_over(n)
+            g, n = g + 1, n2
+        genes[i], where[i] = g, place(n)
 
 
 def fitness(plans: list[Plan], genes: list[int]) -> float:
