@@ -230,7 +230,7 @@ class Ones:
         if plans:
             rng = random.Random(f"{s.seed}:{now!r}")
             seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
-                                s.crossover_p, s.mutation_p, rng)
+                                s.crossover_p, s.mutation_p, rng, 1.0 + s.min_gain)
             genes = (best if best[0] > seed[0] * (1.0 + s.min_gain) else seed)[1]
             actions += self._actions(plans, genes, jobs, fracs, now, s, gpn)
         if cluster.nodes_version is not None and not waiting and \

@@ -21,7 +21,7 @@ class Plan:
     """One job as the population sees it."""
 
     __slots__ = ("job_id", "running", "fixed", "options", "cur", "remaining", "restart_s",
-                 "order", "uses", "scores", "growth")
+                 "order", "uses", "scores", "growth", "steps")
 
     def __init__(self, job_id: str, running: bool, fixed: bool,
                  options: list[tuple[int, int | None, float]], cur: int, remaining: float,
@@ -38,6 +38,7 @@ class Plan:
                 if d > 0:
                     growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
         self.growth = growth
+        self.steps = _hull_steps(options, scores)
 
     def _score(self, i: int) -> float:
         r = self.options[i][2]
@@ -53,6 +54,40 @@ class Plan:
     def score(self, i: int) -> float:
         """This job's share of the fitness with option ``i`` (-1: none)."""
         return self.scores[i] if i >= 0 else 0.0
+
+
+def _hull_steps(options: list[tuple[int, int | None, float]],
+                scores: list[float]) -> list[tuple[float, int, float]]:
+    """The steps (fitness per GPU, GPUs, fitness) along the upper concave hull of a job's
+    (GPUs, fitness) options from (0, 0), up to its fittest option: its share of the
+    fractional bound ``ceiling``."""
+    hull = [(0, 0.0)]
+    for o, sc in sorted(zip(options, scores), key=lambda t: (t[0][0], t[1])):
+        n = o[0]
+        if sc <= hull[-1][1]:
+            continue        # no fitter than a smaller (or equal) count
+        while hull[-1][0] == n or (len(hull) > 1 and (hull[-1][1] - hull[-2][1]) * (n - hull[-2][0])
+                                    <= (sc - hull[-2][1]) * (hull[-1][0] - hull[-2][0])):
+            hull.pop()      # below (or on) the line from the point before to this one
+        hull.append((n, sc))
+    return [((s1 - s0) / (n1 - n0), n1 - n0, s1 - s0)
+            for (n0, s0), (n1, s1) in zip(hull, hull[1:])]
+
+
+def ceiling(plans: list["Plan"], gpus: int) -> float:
+    """An upper bound of any schedule's fitness with ``gpus`` GPUs in all for the plans: each
+    job's options as a fractional choice (the linear relaxation of the knapsack: the steps
+    along each job's hull taken by fitness per GPU while GPUs last)."""
+    steps = [st for p in plans for st in p.steps]
+    steps.sort(key=lambda st: -st[0])
+    total = 0.0
+    left = gpus
+    for eff, n, gain in steps:
+        if n >= left:
+            return total + eff * left
+        total += gain
+        left -= n
+    return total
 
 
 class Room:
@@ -282,9 +317,12 @@ def repair(plans: list[Plan], genes: list[int], room0: Room,
 
 
 def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross: float,
-           p_mut: float, rng: random.Random) -> tuple[tuple[float, tuple[int, ...]],
-                                                      tuple[float, tuple[int, ...]]]:
-    """(the running schedule refilled, the fittest schedule found), each (fitness, genes)."""
+           p_mut: float, rng: random.Random,
+           beat: float | None = None) -> tuple[tuple[float, tuple[int, ...]],
+                                               tuple[float, tuple[int, ...]]]:
+    """(the running schedule refilled, the fittest schedule found), each (fitness, genes).
+    With ``beat``, a schedule found matters only when its fitness is above the seed's times
+    ``beat``: when ``ceiling`` shows none can be, the seed is both (nothing is drawn)."""
     free = [i for i, p in enumerate(plans) if not p.fixed]
 
     def mutate(genes: list[int]) -> list[int]:
@@ -307,6 +345,10 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
     seed = fix([p.cur for p in plans])
     if all(p.running for p in plans):
         return seed, seed       # no queued job: the running schedule refilled
+    if beat is not None:
+        gpus = room0.total + sum(sum(p.uses.values()) for p in plans if p.running)
+        if ceiling(plans, gpus) * (1.0 + 1e-9) <= seed[0] * beat:
+            return seed, seed   # no schedule could beat the seed by ``beat``
     ranked = [seed]
     for _ in range(size - 1):
         ranked.append(fix(mutate(list(seed[1]))))
