@@ -29,7 +29,19 @@ class Plan:
         self.job_id, self.running, self.fixed, self.options = job_id, running, fixed, options
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
-        scores = self.scores = [self._score(i) for i in range(len(options))]
+        # a running job pays a restart for another GPU count; another batch on its GPUs is
+        # advice it follows without one
+        n_cur = options[cur][0] if running else -1
+        scores = self.scores = []
+        for o in options:
+            r = o[2]
+            if r <= 0:
+                scores.append(0.0)
+                continue
+            t = remaining / r
+            if o[0] != n_cur and running:
+                t += restart_s
+            scores.append(1.0 / max(t, 1e-9))
         # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
         growth: list[float | None] = [None] * max(len(options), 1)
         if not fixed:
@@ -38,18 +50,7 @@ class Plan:
                 if d > 0:
                     growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
         self.growth = growth
-        self.steps = _hull_steps(options, scores)
-
-    def _score(self, i: int) -> float:
-        r = self.options[i][2]
-        if r <= 0:
-            return 0.0
-        # a running job pays a restart for another GPU count; another batch on its GPUs is
-        # advice it follows without one
-        moved = self.running and i != self.cur and \
-            self.options[i][0] != self.options[self.cur][0]
-        t = self.remaining / r + (self.restart_s if moved else 0.0)
-        return 1.0 / max(t, 1e-9)
+        self.steps: list[tuple[float, int, float]] | None = None    # made by ``ceiling``
 
     def score(self, i: int) -> float:
         """This job's share of the fitness with option ``i`` (-1: none)."""
@@ -59,27 +60,33 @@ class Plan:
 def _hull_steps(options: list[tuple[int, int | None, float]],
                 scores: list[float]) -> list[tuple[float, int, float]]:
     """The steps (fitness per GPU, GPUs, fitness) along the upper concave hull of a job's
-    (GPUs, fitness) options from (0, 0), up to its fittest option: its share of the
-    fractional bound ``ceiling``."""
-    hull = [(0, 0.0)]
-    for o, sc in sorted(zip(options, scores), key=lambda t: (t[0][0], t[1])):
-        n = o[0]
-        if sc <= hull[-1][1]:
+    (GPUs, fitness) options (count order) from (0, 0), up to its fittest option: its share of
+    the fractional bound ``ceiling``."""
+    ns, ss = [0], [0.0]
+    for o, sc in zip(options, scores):
+        if sc <= ss[-1]:
             continue        # no fitter than a smaller (or equal) count
-        while hull[-1][0] == n or (len(hull) > 1 and (hull[-1][1] - hull[-2][1]) * (n - hull[-2][0])
-                                    <= (sc - hull[-2][1]) * (hull[-1][0] - hull[-2][0])):
-            hull.pop()      # below (or on) the line from the point before to this one
-        hull.append((n, sc))
-    return [((s1 - s0) / (n1 - n0), n1 - n0, s1 - s0)
-            for (n0, s0), (n1, s1) in zip(hull, hull[1:])]
+        n = o[0]
+        while ns[-1] == n or (len(ns) > 1 and (ss[-1] - ss[-2]) * (n - ns[-2])
+                                <= (sc - ss[-2]) * (ns[-1] - ns[-2])):
+            ns.pop()        # below (or on) the line from the point before to this one
+            ss.pop()
+        ns.append(n)
+        ss.append(sc)
+    return [((ss[k] - ss[k - 1]) / (ns[k] - ns[k - 1]), ns[k] - ns[k - 1], ss[k] - ss[k - 1])
+            for k in range(1, len(ns))]
 
 
 def ceiling(plans: list["Plan"], gpus: int) -> float:
     """An upper bound of any schedule's fitness with ``gpus`` GPUs in all for the plans: each
     job's options as a fractional choice (the linear relaxation of the knapsack: the steps
     along each job's hull taken by fitness per GPU while GPUs last)."""
-    steps = [st for p in plans for st in p.steps]
-    steps.sort(key=lambda st: -st[0])
+    steps = []
+    for p in plans:
+        if p.steps is None:
+            p.steps = _hull_steps(p.options, p.scores)
+        steps += p.steps
+    steps.sort(reverse=True)
     total = 0.0
     left = gpus
     for eff, n, gain in steps:
