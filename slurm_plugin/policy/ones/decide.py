@@ -160,6 +160,9 @@ class Ones:
 
     def __init__(self) -> None:
         self._quiet: Quiet | None = None     # the last pass that only held queued jobs
+        # running job id -> (its view, GPUs in all, its count range, its GPUs per node), as
+        # the last pass read them (read again when the view or the cluster changes)
+        self._seen: dict[str, tuple] = {}
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return elastic_placement(self.name, request, ctx, queue_at_min=False)
@@ -180,8 +183,16 @@ class Ones:
         fracs: dict[str, float] = {}
         movable: list[tuple[float, Plan]] = []
         apps = _apps()
+        seen, self._seen = self._seen, {}
         for job in _running(cluster):
-            lo, hi = _range(job, cap)
+            c = seen.get(job.job_id)
+            if c is None or c[0] is not job or c[1] != cap:
+                uses: dict[str, int] = {}
+                for u in job.uses:
+                    uses[u.node] = uses.get(u.node, 0) + 1
+                c = (job, cap, *_range(job, cap), uses)
+            self._seen[job.job_id] = c
+            _, _, lo, hi, uses = c
             if lo == hi and job.app not in apps:
                 continue        # not elastic: keeps its GPUs, not in the population
             pr = progress.get(job.job_id)
@@ -200,9 +211,6 @@ class Ones:
             if f is None or young or (x is None and not prof):
                 continue        # keeps its GPUs: not in the population
             n = len(job.uses)
-            uses: dict[str, int] = {}
-            for u in job.uses:
-                uses[u.node] = uses.get(u.node, 0) + 1
             opts, cur = _options(job, n, x, s, gpn, cap, f)
             if cur < 0 or len(opts) < 2:
                 continue
