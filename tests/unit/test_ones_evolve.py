@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from slurm_plugin.policy.ones.evolve import Plan, Room, ceiling, evolve
+from slurm_plugin.policy.ones.evolve import Plan, Room, ceiling, evolve, priced
 
 
 def test_fits_agrees_with_release_then_place():
@@ -92,6 +92,8 @@ def test_the_ceiling_bounds_every_schedule_and_skips_only_unbeatable_evolutions(
             if used <= gpus:
                 best_any = max(best_any, sum(p.score(g) for p, g in zip(plans, genes)))
         assert best_any <= top * (1 + 1e-9)
+        for price in (0.0, rng.uniform(0.0, 1e-3), rng.uniform(0.0, 1e-5)):
+            assert top <= priced(plans, gpus, price) * (1 + 1e-9)
         # with ``beat`` the answer is the same as without whenever it is adopted
         s2, b2 = evolve(plans, Room(dict(free), gpn), 8, 4, 0.3, 0.3, random.Random(1), 1.05)
         assert s2 == seed

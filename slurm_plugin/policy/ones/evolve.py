@@ -77,10 +77,29 @@ def _hull_steps(options: list[tuple[int, int | None, float]],
             for k in range(1, len(ns))]
 
 
+_PRICE = [0.0]      # the last ``ceiling``'s price of a GPU: ``priced``'s first try
+
+
+def priced(plans: list["Plan"], gpus: int, price: float) -> float:
+    """An upper bound of any schedule's fitness with ``gpus`` GPUs in all, for any ``price``
+    of a GPU: the GPUs at that price plus each job's best option less its GPUs' price (the
+    Lagrangian dual of the GPU limit; ``ceiling`` is its least value)."""
+    total = price * gpus
+    for p in plans:
+        best = 0.0
+        for o, sc in zip(p.options, p.scores):
+            v = sc - price * o[0]
+            if v > best:
+                best = v
+        total += best
+    return total
+
+
 def ceiling(plans: list["Plan"], gpus: int) -> float:
     """An upper bound of any schedule's fitness with ``gpus`` GPUs in all for the plans: each
     job's options as a fractional choice (the linear relaxation of the knapsack: the steps
-    along each job's hull taken by fitness per GPU while GPUs last)."""
+    along each job's hull taken by fitness per GPU while GPUs last). The fitness per GPU of
+    the last step taken is kept as the next ``priced`` try."""
     steps = []
     for p in plans:
         if p.steps is None:
@@ -91,9 +110,11 @@ def ceiling(plans: list["Plan"], gpus: int) -> float:
     left = gpus
     for eff, n, gain in steps:
         if n >= left:
+            _PRICE[0] = eff
             return total + eff * left
         total += gain
         left -= n
+    _PRICE[0] = 0.0
     return total
 
 
@@ -354,7 +375,8 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
         return seed, seed       # no queued job: the running schedule refilled
     if beat is not None:
         gpus = room0.total + sum(sum(p.uses.values()) for p in plans if p.running)
-        if ceiling(plans, gpus) * (1.0 + 1e-9) <= seed[0] * beat:
+        enough = seed[0] * beat / (1.0 + 1e-9)
+        if priced(plans, gpus, _PRICE[0]) <= enough or ceiling(plans, gpus) <= enough:
             return seed, seed   # no schedule could beat the seed by ``beat``
     ranked = [seed]
     for _ in range(size - 1):
