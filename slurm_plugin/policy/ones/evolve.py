@@ -243,31 +243,31 @@ class Room:
         return {name: gpn for name in names}
 
 
-def orders(plans: list[Plan]) -> tuple[list[int], list[int]]:
-    """The plans' indexes in priority order, and in the refill's order of queued jobs
-    (shortest predicted remaining time first); ``repair`` takes them precomputed."""
+def orders(plans: list[Plan]) -> tuple[list[int], list[int], list[int], list[list[float]]]:
+    """What every repair of a pass reads: the plans' indexes in priority order, in the
+    refill's order of queued jobs (shortest predicted remaining time first), the running
+    jobs' indexes, and each plan's scores with 0.0 last (a gene of -1 reads it)."""
     by_order = sorted(range(len(plans)), key=lambda i: plans[i].order)
     by_fill = sorted(range(len(plans)), key=lambda i: (
         -plans[i].score(0) if plans[i].options else 0.0, plans[i].order))
-    return by_order, by_fill
+    running = [i for i, p in enumerate(plans) if p.running]
+    return by_order, by_fill, running, [p.scores + [0.0] for p in plans]
 
 
-def _where(plans: list[Plan], genes: list[int], room0: Room,
-           by_order: list[int] | None = None) -> tuple[list[int], Room, list]:
+def _where(plans: list[Plan], genes: list[int], room0: Room, by_order: list[int],
+           running: list[int]) -> tuple[list[int], Room, list]:
     """Consolidate: stopped or changed running jobs give their GPUs back, then changed and
     queued jobs are placed in priority order, each at its gene or the largest smaller option
     that fits, else dropped. Returns the genes, the room left and each job's GPUs."""
     room = room0.copy()
     genes = list(genes)
     where: list = [None] * len(plans)
-    for i, p in enumerate(plans):
-        if p.running:
-            if genes[i] == p.cur:
-                where[i] = p.uses
-            else:
-                room.release(p.uses)
-    if by_order is None:
-        by_order = orders(plans)[0]
+    for i in running:
+        p = plans[i]
+        if genes[i] == p.cur:
+            where[i] = p.uses
+        else:
+            room.release(p.uses)
     for i in by_order:
         if genes[i] < 0 or where[i] is not None:
             continue
@@ -284,10 +284,8 @@ def _where(plans: list[Plan], genes: list[int], room0: Room,
 
 
 def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
-            by_fill: list[int] | None = None) -> None:
+            by_fill: list[int]) -> None:
     """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
-    if by_fill is None:
-        by_fill = orders(plans)[1]
     idle = [i for i in by_fill if genes[i] < 0 and not plans[i].fixed and plans[i].options]
     for i in idle:
         if room.total <= 0:
@@ -332,16 +330,14 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
         genes[i], where[i] = g, place(n)
 
 
-def fitness(plans: list[Plan], genes: list[int]) -> float:
-    return sum(p.scores[g] if g >= 0 else 0.0 for p, g in zip(plans, genes))
-
-
 def repair(plans: list[Plan], genes: list[int], room0: Room,
-           order: tuple[list[int], list[int]] | None = None) -> tuple[float, tuple[int, ...]]:
-    by_order, by_fill = order if order is not None else orders(plans)
-    genes, room, where = _where(plans, genes, room0, by_order)
+           order: tuple | None = None) -> tuple[float, tuple[int, ...]]:
+    """The schedule ``genes`` made feasible (consolidated, refilled) and its fitness;
+    ``order``: ``orders(plans)``, made once per pass."""
+    by_order, by_fill, running, tables = order if order is not None else orders(plans)
+    genes, room, where = _where(plans, genes, room0, by_order, running)
     _refill(plans, genes, room, where, by_fill)
-    return fitness(plans, genes), tuple(genes)
+    return sum([t[g] for t, g in zip(tables, genes)]), tuple(genes)
 
 
 def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross: float,
