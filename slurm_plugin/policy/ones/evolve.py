@@ -21,7 +21,7 @@ class Plan:
     """One job as the population sees it."""
 
     __slots__ = ("job_id", "running", "fixed", "options", "cur", "remaining", "restart_s",
-                 "order", "uses", "scores", "growth", "steps")
+                 "order", "uses", "scores", "growth")
 
     def __init__(self, job_id: str, running: bool, fixed: bool,
                  options: list[tuple[int, int | None, float]], cur: int, remaining: float,
@@ -50,40 +50,19 @@ class Plan:
                 if d > 0:
                     growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
         self.growth = growth
-        self.steps: list[tuple[float, int, float]] | None = None    # made by ``ceiling``
 
     def score(self, i: int) -> float:
         """This job's share of the fitness with option ``i`` (-1: none)."""
         return self.scores[i] if i >= 0 else 0.0
 
 
-def _hull_steps(options: list[tuple[int, int | None, float]],
-                scores: list[float]) -> list[tuple[float, int, float]]:
-    """The steps (fitness per GPU, GPUs, fitness) along the upper concave hull of a job's
-    (GPUs, fitness) options (count order) from (0, 0), up to its fittest option: its share of
-    the fractional bound ``ceiling``."""
-    ns, ss = [0], [0.0]
-    for o, sc in zip(options, scores):
-        if sc <= ss[-1]:
-            continue        # no fitter than a smaller (or equal) count
-        n = o[0]
-        while ns[-1] == n or (len(ns) > 1 and (ss[-1] - ss[-2]) * (n - ns[-2])
-                                <= (sc - ss[-2]) * (ns[-1] - ns[-2])):
-            ns.pop()        # below (or on) the line from the point before to this one
-            ss.pop()
-        ns.append(n)
-        ss.append(sc)
-    return [((ss[k] - ss[k - 1]) / (ns[k] - ns[k - 1]), ns[k] - ns[k - 1], ss[k] - ss[k - 1])
-            for k in range(1, len(ns))]
-
-
-_PRICE = [0.0]      # the last ``ceiling``'s price of a GPU: ``priced``'s first try
+_PRICE = [0.0]      # the price of a GPU the last bound settled on: the next bound's first try
 
 
 def priced(plans: list["Plan"], gpus: int, price: float) -> float:
     """An upper bound of any schedule's fitness with ``gpus`` GPUs in all, for any ``price``
     of a GPU: the GPUs at that price plus each job's best option less its GPUs' price (the
-    Lagrangian dual of the GPU limit; ``ceiling`` is its least value)."""
+    Lagrangian dual of the GPU limit)."""
     total = price * gpus
     for p in plans:
         best = 0.0
@@ -92,29 +71,6 @@ def priced(plans: list["Plan"], gpus: int, price: float) -> float:
             if v > best:
                 best = v
         total += best
-    return total
-
-
-def ceiling(plans: list["Plan"], gpus: int) -> float:
-    """An upper bound of any schedule's fitness with ``gpus`` GPUs in all for the plans: each
-    job's options as a fractional choice (the linear relaxation of the knapsack: the steps
-    along each job's hull taken by fitness per GPU while GPUs last). The fitness per GPU of
-    the last step taken is kept as the next ``priced`` try."""
-    steps = []
-    for p in plans:
-        if p.steps is None:
-            p.steps = _hull_steps(p.options, p.scores)
-        steps += p.steps
-    steps.sort(reverse=True)
-    total = 0.0
-    left = gpus
-    for eff, n, gain in steps:
-        if n >= left:
-            _PRICE[0] = eff
-            return total + eff * left
-        total += gain
-        left -= n
-    _PRICE[0] = 0.0
     return total
 
 
@@ -346,7 +302,9 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
                                                tuple[float, tuple[int, ...]]]:
     """(the running schedule refilled, the fittest schedule found), each (fitness, genes).
     With ``beat``, a schedule found matters only when its fitness is above the seed's times
-    ``beat``: when ``ceiling`` shows none can be, the seed is both (nothing is drawn)."""
+    ``beat``: when ``priced`` shows none can be, the seed is both (nothing is drawn). The
+    price it tries is the last pass's, then 0.7 and 1.4 times it; the lowest bound's price
+    is the next pass's first try (any price gives a bound: the price decides nothing)."""
     free = [i for i, p in enumerate(plans) if not p.fixed]
 
     def mutate(genes: list[int]) -> list[int]:
@@ -372,7 +330,15 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
     if beat is not None:
         gpus = room0.total + sum(sum(p.uses.values()) for p in plans if p.running)
         enough = seed[0] * beat / (1.0 + 1e-9)
-        if priced(plans, gpus, _PRICE[0]) <= enough or ceiling(plans, gpus) <= enough:
+        price = _PRICE[0] or seed[0] / max(gpus, 1)
+        top = priced(plans, gpus, price)
+        if top > enough:        # a step towards the least bound, for this pass and the next
+            for q in (price * 0.7, price * 1.4):
+                b = priced(plans, gpus, q)
+                if b < top:
+                    top, price = b, q
+        _PRICE[0] = price
+        if top <= enough:
             return seed, seed   # no schedule could beat the seed by ``beat``
     ranked = [seed]
     for _ in range(size - 1):
