@@ -41,14 +41,15 @@ class Plan:
             t = remaining / r
             if o[0] != n_cur and running:
                 t += restart_s
-            scores.append(1.0 / max(t, 1e-9))
+            scores.append(1.0 / (t if t > 1e-9 else 1e-9))
         # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
-        growth: list[float | None] = [None] * max(len(options), 1)
+        growth: list[float | None] = [None] * (len(options) or 1)
         if not fixed:
             for g in range(len(options) - 1):
                 d = scores[g + 1] - scores[g]
                 if d > 0:
-                    growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
+                    k = options[g + 1][0] - options[g][0]
+                    growth[g] = -d / (k if k > 1 else 1)
         self.growth = growth
 
     def score(self, i: int) -> float:
