@@ -201,12 +201,12 @@ class Room:
 
 
 def orders(plans: list[Plan]) -> tuple[list[int], list[int], list[int], list[list[float]]]:
-    """What every repair of a pass reads: the plans' indexes in priority order, in the
-    refill's order of queued jobs (shortest predicted remaining time first), the running
+    """What every repair of a pass reads: the plans' indexes in priority order, those the
+    refill may place in its order (shortest predicted remaining time first), the running
     jobs' indexes, and each plan's scores with 0.0 last (a gene of -1 reads it)."""
     by_order = sorted(range(len(plans)), key=lambda i: plans[i].order)
-    by_fill = sorted(range(len(plans)), key=lambda i: (
-        -plans[i].score(0) if plans[i].options else 0.0, plans[i].order))
+    by_fill = sorted((i for i, p in enumerate(plans) if not p.fixed and p.options),
+                     key=lambda i: (-plans[i].score(0), plans[i].order))
     running = [i for i, p in enumerate(plans) if p.running]
     return by_order, by_fill, running, [p.scores + [0.0] for p in plans]
 
@@ -243,8 +243,9 @@ def _where(plans: list[Plan], genes: list[int], room0: Room, by_order: list[int]
 def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
             by_fill: list[int]) -> None:
     """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
-    idle = [i for i in by_fill if genes[i] < 0 and not plans[i].fixed and plans[i].options]
-    for i in idle:
+    for i in by_fill:
+        if genes[i] >= 0:
+            continue
         if room.total <= 0:
             return          # nothing left to place or grow into
         got = room.place(plans[i].options[0][0])
@@ -253,9 +254,8 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
     if room.total <= 0:
         return
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
-    for i, p in enumerate(plans):
-        g = genes[i]
-        if g >= 0 and (x := p.growth[g]) is not None:
+    for i, g in enumerate(genes):
+        if g >= 0 and (x := plans[i].growth[g]) is not None:
             heap.append((x, i, g))
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
