@@ -9,6 +9,9 @@ nothing. Every generation: crossover (each gene taken from the other parent with
 placed in Slurm's priority order, best-fit, shrunk or dropped where they do not fit), refill
 (queued jobs, shortest predicted remaining time first, at their smallest option; free GPUs then
 to the job gaining most goodput per added GPU), selection of the fittest ``population``.
+No generation runs when a bound of every schedule's fitness (``priced``) shows none could beat
+the seed by the share asked (``beat``); the only state kept between calls is the price that
+bound tries first, which decides nothing.
 """
 
 from __future__ import annotations
