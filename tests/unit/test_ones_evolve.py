@@ -102,3 +102,12 @@ def test_the_priced_bound_holds_for_every_schedule_and_skips_only_unbeatable_evo
             assert b2 == best
         else:
             assert b2[0] <= seed[0] * 1.05
+
+
+def test_the_bound_price_stays_finite_without_gpus():
+    # no free GPU and no running job: each bound is lower at a higher price, without end
+    plans = [_plan(i, False) for i in range(3)]
+    evolve_module._PRICE[0] = 1e-4
+    for _ in range(3000):
+        evolve(plans, Room({"n0": 0}, 4), 4, 1, 0.3, 0.3, random.Random(2), 1.05)
+        assert 0.0 <= evolve_module._PRICE[0] < 1e300

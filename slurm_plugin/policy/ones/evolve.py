@@ -341,7 +341,7 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
                 b = priced(plans, gpus, q)
                 if b < top:
                     top, price = b, q
-        _PRICE[0] = price
+        _PRICE[0] = price if 1e-300 < price < 1e300 else 0.0    # 0: from the seed next time
         if top <= enough:
             return seed, seed   # no schedule could beat the seed by ``beat``
     ranked = [seed]
