@@ -1,12 +1,14 @@
 """``ones``'s population: ``Room.fits`` answers as a release and a place would; without a queued
 job the running schedule refilled is the answer (no draws); a generation that finds nothing
-fitter ends the evolution; a seed gives one schedule."""
+fitter ends the evolution; a seed gives one schedule; the priced bound holds for every schedule."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
-from slurm_plugin.policy.ones.evolve import Plan, Room, evolve
+from slurm_plugin.policy.ones import evolve as evolve_module
+from slurm_plugin.policy.ones.evolve import Plan, Room, evolve, priced
 
 
 def test_fits_agrees_with_release_then_place():
@@ -63,3 +65,49 @@ def test_a_seed_gives_one_schedule():
     a = evolve(plans, room, 8, 4, 0.3, 0.3, random.Random("0:60.0"))
     b = evolve(plans, room, 8, 4, 0.3, 0.3, random.Random("0:60.0"))
     assert a == b
+
+
+def test_the_priced_bound_holds_for_every_schedule_and_skips_only_unbeatable_evolutions():
+    rng = random.Random(11)
+    for _ in range(200):
+        gpn = rng.choice((4, 8))
+        plans = []
+        for i in range(rng.randint(1, 6)):
+            counts = sorted(rng.sample((1, 2, 3, 4, 8, 16), rng.randint(1, 4)))
+            opts = [(c, None, rng.uniform(0.0, 1e-3) * c ** rng.uniform(0.2, 1.1)) for c in counts]
+            running = rng.random() < 0.6
+            cur = rng.randrange(len(opts)) if running else -1
+            uses = {f"n{i}": opts[cur][0]} if running else {}
+            plans.append(Plan(str(i), running, False, opts, cur, rng.uniform(0.1, 1.0), 90.0,
+                              (i, str(i)), uses))
+        free = {f"n{i}": rng.randint(0, gpn) for i in range(8)}
+        room = Room(dict(free), gpn)
+        gpus = room.total + sum(sum(p.uses.values()) for p in plans if p.running)
+        seed, best = evolve(plans, room, 8, 4, 0.3, 0.3, random.Random(1))
+        # brute force over every choice that fits the GPUs by count
+        best_any = 0.0
+        for genes in itertools.product(*[range(-1, len(p.options)) for p in plans]):
+            used = sum(p.options[g][0] for p, g in zip(plans, genes) if g >= 0)
+            if used <= gpus:
+                best_any = max(best_any, sum(p.score(g) for p, g in zip(plans, genes)))
+        for price in (0.0, rng.uniform(0.0, 1e-3), rng.uniform(0.0, 1e-5)):
+            top = priced(plans, gpus, price) * (1 + 1e-9)
+            assert best[0] <= top and seed[0] <= top and best_any <= top
+        # with ``beat`` the answer is the same as without whenever it is adopted, whatever
+        # price the last bound left
+        evolve_module._PRICE[0] = rng.choice((0.0, 1e-6, 1e-4))
+        s2, b2 = evolve(plans, Room(dict(free), gpn), 8, 4, 0.3, 0.3, random.Random(1), 1.05)
+        assert s2 == seed
+        if best[0] > seed[0] * 1.05:
+            assert b2 == best
+        else:
+            assert b2[0] <= seed[0] * 1.05
+
+
+def test_the_bound_price_stays_finite_without_gpus():
+    # no free GPU and no running job: each bound is lower at a higher price, without end
+    plans = [_plan(i, False) for i in range(3)]
+    evolve_module._PRICE[0] = 1e-4
+    for _ in range(3000):
+        evolve(plans, Room({"n0": 0}, 4), 4, 1, 0.3, 0.3, random.Random(2), 1.05)
+        assert 0.0 <= evolve_module._PRICE[0] < 1e300

@@ -20,6 +20,7 @@ A non-elastic job is never resized (a queued one may be held or released).
 
 from __future__ import annotations
 
+import heapq
 import random
 from functools import lru_cache
 
@@ -67,21 +68,23 @@ def _running(cluster: Cluster) -> list[Job]:
 def _pending(cluster: Cluster, limit: int) -> list[Job]:
     if cluster.pending_count == 0:
         return []
-    out = [j for j in cluster.jobs.values() if j.pending and not j.shards]
-    out.sort(key=lambda j: (j.submit_s, j.job_id))
-    return out[:limit]
+    out = [j for j in cluster.jobs.values() if j.state == "PENDING" and not j.shards]
+    return heapq.nsmallest(limit, out, key=lambda j: (j.submit_s, j.job_id))
 
 
 _APPS: list = []     # the profiled applications, read on first use
 
 
-def _profiled(job: Job) -> bool:
-    if job.batch_size is None:
-        return False
+def _apps() -> frozenset:
+    """The applications with a Pollux profile."""
     if not _APPS:
         from ...physics.pollux import pollux_apps
         _APPS.append(frozenset(pollux_apps()))
-    return job.app in _APPS[0]
+    return _APPS[0]
+
+
+def _profiled(job: Job) -> bool:
+    return job.batch_size is not None and job.app in _apps()
 
 
 @lru_cache(maxsize=4096)
@@ -105,16 +108,16 @@ def _range(job: Job, cap: int) -> tuple[int, int]:
 
 
 def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: int, cap: int,
-             f: float) -> tuple[list[tuple[int, int | None, float]], int]:
-    """The job's options (count ascending) and the index of its current one (-1: queued)."""
-    lo, hi = _range(job, cap)
-    eff = bool(s.statistical_efficiency)
+             f: float, lo: int, hi: int) -> tuple[list[tuple[int, int | None, float]], int]:
+    """The job's options (count ascending) and the index of its current one (-1: queued);
+    ``lo``, ``hi``: its count range (``_range``)."""
     left = 1.0 - f
     limit = job.time_limit_s
-    opts: list[tuple[int, int | None, float]] = []
     cur_opt = None
     if _profiled(job):
+        eff = bool(s.statistical_efficiency)
         ref = job.batch_size
+        opts = []
         for m in _sizes(lo, hi, gpn, cap):
             bb = best_batch(job.app, m, job.min_batch_size, job.max_batch_size, eff, ref)
             if bb is not None:
@@ -128,17 +131,22 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
             n_now_ref = n_req
         else:
             n_now_ref = n_now
-        for m, sp, sp_ref in _speedups(job.app, lo, hi, gpn, cap, n_now_ref):
-            opts.append((m, None, x_now * sp / sp_ref))
+        opts = [(m, None, x_now * sp / sp_ref)
+                for m, sp, sp_ref in _speedups(job.app, lo, hi, gpn, cap, n_now_ref)]
         if n_now:
             cur_opt = (n_now, None, x_now)
     useful: list[tuple[int, int | None, float]] = []
+    last = 0.0
+    restart_s = s.restart_cost_s
+    most_s = 0.9 * limit if limit else 0.0
     for o in opts:      # the maximum useful size: each larger count must add goodput
-        if o[2] <= 0 or (useful and o[2] <= useful[-1][2] * 1.001):
+        r = o[2]
+        if r <= 0 or (useful and r <= last * 1.001):
             continue
-        if limit and left / o[2] + s.restart_cost_s > 0.9 * limit:
+        if limit and left / r + restart_s > most_s:
             continue    # would not end within its time limit (a requeue restarts it)
         useful.append(o)
+        last = r
     cur = -1
     if cur_opt is not None:
         for i, o in enumerate(useful):
@@ -157,6 +165,12 @@ class Ones:
 
     def __init__(self) -> None:
         self._quiet: Quiet | None = None     # the last pass that only held queued jobs
+        # running job id -> (its view, GPUs in all, its count range, its GPUs per node), as
+        # the last pass read them (read again when the view or the cluster changes)
+        self._seen: dict[str, tuple] = {}
+        # queued job id -> (its view, (fraction done, GPUs per node, GPUs in all, settings),
+        # its plan or None without options), as the last pass made them
+        self._queued: dict[str, tuple] = {}
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return elastic_placement(self.name, request, ctx, queue_at_min=False)
@@ -176,27 +190,36 @@ class Ones:
         jobs: dict[str, Job] = {}
         fracs: dict[str, float] = {}
         movable: list[tuple[float, Plan]] = []
+        apps = _apps()
+        seen, self._seen = self._seen, {}
         for job in _running(cluster):
-            job = with_reported_batch(job, progress.get(job.job_id))
-            lo, hi = _range(job, cap)
+            c = seen.get(job.job_id)
+            if c is None or c[0] is not job or c[1] != cap:
+                uses: dict[str, int] = {}
+                for u in job.uses:
+                    uses[u.node] = uses.get(u.node, 0) + 1
+                c = (job, cap, *_range(job, cap), uses)
+            self._seen[job.job_id] = c
+            _, _, lo, hi, uses = c
+            if lo == hi and job.app not in apps:
+                continue        # not elastic: keeps its GPUs, not in the population
+            pr = progress.get(job.job_id)
+            job = with_reported_batch(job, pr)
             prof = _profiled(job)
             if lo == hi and not prof:
-                continue        # not elastic: keeps its GPUs, not in the population
-            f = fraction_done(progress.get(job.job_id), job, now, hist)
+                continue
+            f = fraction_done(pr, job, now, hist)
             young = job.start_s is not None and now - job.start_s < s.min_interval_s
             if young:
                 until = min(until, job.start_s + s.min_interval_s)
             x = None
             if f is not None and not prof:      # a new run's first reading is recorded
-                x = run_rate(progress[job.job_id], job, f, now, hist, updates)
+                x = run_rate(pr, job, f, now, hist, updates)
                 waiting = waiting or (x is None and not young)
             if f is None or young or (x is None and not prof):
                 continue        # keeps its GPUs: not in the population
             n = len(job.uses)
-            uses: dict[str, int] = {}
-            for u in job.uses:
-                uses[u.node] = uses.get(u.node, 0) + 1
-            opts, cur = _options(job, n, x, s, gpn, cap, f)
+            opts, cur = _options(job, n, x, s, gpn, cap, f, lo, hi)
             if cur < 0 or len(opts) < 2:
                 continue
             p = Plan(job.job_id, True, False, opts, cur, 1.0 - f, s.restart_cost_s,
@@ -207,14 +230,19 @@ class Ones:
             movable.sort(key=lambda t: (t[0], t[1].job_id))
             movable = movable[:MAX_GENES // 2] + movable[-MAX_GENES // 2:]
         plans = [p for _, p in movable]
+        queued, self._queued = self._queued, {}
         for job in _pending(cluster, s.lookahead):
             f = fraction_done(None, job, now, hist)
-            opts, _ = _options(job, 0, None, s, gpn, cap, f)
-            if not opts:
-                continue
-            plans.append(Plan(job.job_id, False, False, opts, -1, 1.0 - f, 0.0,
-                              (job.submit_s, job.job_id), {}))
-            jobs[job.job_id] = job
+            c = queued.get(job.job_id)
+            if c is None or c[0] is not job or c[1] != (f, gpn, cap, s):
+                opts, _ = _options(job, 0, None, s, gpn, cap, f, *_range(job, cap))
+                c = (job, (f, gpn, cap, s), Plan(
+                    job.job_id, False, False, opts, -1, 1.0 - f, 0.0, (job.submit_s, job.job_id),
+                    {}) if opts else None)
+            self._queued[job.job_id] = c
+            if c[2]:
+                plans.append(c[2])
+                jobs[job.job_id] = job
         actions: list[Action] = []
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
@@ -223,7 +251,7 @@ class Ones:
         if plans:
             rng = random.Random(f"{s.seed}:{now!r}")
             seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
-                                s.crossover_p, s.mutation_p, rng)
+                                s.crossover_p, s.mutation_p, rng, 1.0 + s.min_gain)
             genes = (best if best[0] > seed[0] * (1.0 + s.min_gain) else seed)[1]
             actions += self._actions(plans, genes, jobs, fracs, now, s, gpn)
         if cluster.nodes_version is not None and not waiting and \

@@ -9,6 +9,9 @@ nothing. Every generation: crossover (each gene taken from the other parent with
 placed in Slurm's priority order, best-fit, shrunk or dropped where they do not fit), refill
 (queued jobs, shortest predicted remaining time first, at their smallest option; free GPUs then
 to the job gaining most goodput per added GPU), selection of the fittest ``population``.
+No generation runs when a bound of every schedule's fitness (``priced``) shows none could beat
+the seed by the share asked (``beat``); the only state kept between calls is the price that
+bound tries first, which decides nothing.
 """
 
 from __future__ import annotations
@@ -29,30 +32,50 @@ class Plan:
         self.job_id, self.running, self.fixed, self.options = job_id, running, fixed, options
         self.cur, self.remaining, self.restart_s = cur, remaining, restart_s
         self.order, self.uses = order, uses
-        scores = self.scores = [self._score(i) for i in range(len(options))]
+        # a running job pays a restart for another GPU count; another batch on its GPUs is
+        # advice it follows without one
+        n_cur = options[cur][0] if running else -1
+        scores = self.scores = []
+        for o in options:
+            r = o[2]
+            if r <= 0:
+                scores.append(0.0)
+                continue
+            t = remaining / r
+            if o[0] != n_cur and running:
+                t += restart_s
+            scores.append(1.0 / (t if t > 1e-9 else 1e-9))
         # from option g to g + 1: minus the fitness gained per added GPU (None: no gain)
-        growth: list[float | None] = [None] * max(len(options), 1)
+        growth: list[float | None] = [None] * (len(options) or 1)
         if not fixed:
             for g in range(len(options) - 1):
                 d = scores[g + 1] - scores[g]
                 if d > 0:
-                    growth[g] = -d / max(options[g + 1][0] - options[g][0], 1)
+                    k = options[g + 1][0] - options[g][0]
+                    growth[g] = -d / (k if k > 1 else 1)
         self.growth = growth
-
-    def _score(self, i: int) -> float:
-        r = self.options[i][2]
-        if r <= 0:
-            return 0.0
-        # a running job pays a restart for another GPU count; another batch on its GPUs is
-        # advice it follows without one
-        moved = self.running and i != self.cur and \
-            self.options[i][0] != self.options[self.cur][0]
-        t = self.remaining / r + (self.restart_s if moved else 0.0)
-        return 1.0 / max(t, 1e-9)
 
     def score(self, i: int) -> float:
         """This job's share of the fitness with option ``i`` (-1: none)."""
         return self.scores[i] if i >= 0 else 0.0
+
+
+_PRICE = [0.0]      # the price of a GPU the last bound settled on: the next bound's first try
+
+
+def priced(plans: list["Plan"], gpus: int, price: float) -> float:
+    """An upper bound of any schedule's fitness with ``gpus`` GPUs in all, for any ``price``
+    of a GPU: the GPUs at that price plus each job's best option less its GPUs' price (the
+    Lagrangian dual of the GPU limit)."""
+    total = price * gpus
+    for p in plans:
+        best = 0.0
+        for o, sc in zip(p.options, p.scores):
+            v = sc - price * o[0]
+            if v > best:
+                best = v
+        total += best
+    return total
 
 
 class Room:
@@ -122,6 +145,38 @@ class Room:
                 whole += 1
         return whole >= -(-n // gpn)
 
+    def taken(self, n: int) -> int:
+        """The GPUs ``place(n)`` takes: ``n`` on one node, else whole nodes."""
+        return n if n <= self.gpn else -(-n // self.gpn) * self.gpn
+
+    def free_fits(self, n: int) -> bool:
+        """Whether ``place(n)`` would find GPUs (changes nothing)."""
+        gpn, buckets = self.gpn, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                if buckets[c]:
+                    return True
+            return False
+        return len(buckets[gpn]) >= -(-n // gpn)
+
+    def pass_over(self, n: int) -> None:
+        """What ``release(place(n))`` does, ``n`` GPUs known to fit: the nodes ``place`` would
+        take go last among the nodes with as many GPUs free (their counts are unchanged)."""
+        gpn, buckets = self.gpn, self.buckets
+        if n <= gpn:
+            for c in range(n, gpn + 1):
+                b = buckets[c]
+                if b:
+                    name = next(iter(b))
+                    del b[name]
+                    b[name] = None
+                    return
+            return
+        b = buckets[gpn]
+        for name in list(b)[:-(-n // gpn)]:
+            del b[name]
+            b[name] = None
+
     def place(self, n: int) -> dict[str, int] | None:
         """Best-fit ``n`` GPUs: one node up to a node's GPUs, else whole nodes."""
         gpn, buckets = self.gpn, self.buckets
@@ -148,31 +203,31 @@ class Room:
         return {name: gpn for name in names}
 
 
-def orders(plans: list[Plan]) -> tuple[list[int], list[int]]:
-    """The plans' indexes in priority order, and in the refill's order of queued jobs
-    (shortest predicted remaining time first); ``repair`` takes them precomputed."""
+def orders(plans: list[Plan]) -> tuple[list[int], list[int], list[int], list[list[float]]]:
+    """What every repair of a pass reads: the plans' indexes in priority order, those the
+    refill may place in its order (shortest predicted remaining time first), the running
+    jobs' indexes, and each plan's scores with 0.0 last (a gene of -1 reads it)."""
     by_order = sorted(range(len(plans)), key=lambda i: plans[i].order)
-    by_fill = sorted(range(len(plans)), key=lambda i: (
-        -plans[i].score(0) if plans[i].options else 0.0, plans[i].order))
-    return by_order, by_fill
+    by_fill = sorted((i for i, p in enumerate(plans) if not p.fixed and p.options),
+                     key=lambda i: (-plans[i].score(0), plans[i].order))
+    running = [i for i, p in enumerate(plans) if p.running]
+    return by_order, by_fill, running, [p.scores + [0.0] for p in plans]
 
 
-def _where(plans: list[Plan], genes: list[int], room0: Room,
-           by_order: list[int] | None = None) -> tuple[list[int], Room, list]:
+def _where(plans: list[Plan], genes: list[int], room0: Room, by_order: list[int],
+           running: list[int]) -> tuple[list[int], Room, list]:
     """Consolidate: stopped or changed running jobs give their GPUs back, then changed and
     queued jobs are placed in priority order, each at its gene or the largest smaller option
     that fits, else dropped. Returns the genes, the room left and each job's GPUs."""
     room = room0.copy()
     genes = list(genes)
     where: list = [None] * len(plans)
-    for i, p in enumerate(plans):
-        if p.running:
-            if genes[i] == p.cur:
-                where[i] = p.uses
-            else:
-                room.release(p.uses)
-    if by_order is None:
-        by_order = orders(plans)[0]
+    for i in running:
+        p = plans[i]
+        if genes[i] == p.cur:
+            where[i] = p.uses
+        else:
+            room.release(p.uses)
     for i in by_order:
         if genes[i] < 0 or where[i] is not None:
             continue
@@ -189,12 +244,11 @@ def _where(plans: list[Plan], genes: list[int], room0: Room,
 
 
 def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
-            by_fill: list[int] | None = None) -> None:
+            by_fill: list[int]) -> None:
     """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
-    if by_fill is None:
-        by_fill = orders(plans)[1]
-    idle = [i for i in by_fill if genes[i] < 0 and not plans[i].fixed and plans[i].options]
-    for i in idle:
+    for i in by_fill:
+        if genes[i] >= 0:
+            continue
         if room.total <= 0:
             return          # nothing left to place or grow into
         got = room.place(plans[i].options[0][0])
@@ -203,45 +257,58 @@ def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
     if room.total <= 0:
         return
     heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
-
-    for i, p in enumerate(plans):
-        g = genes[i]
-        if g >= 0 and (x := p.growth[g]) is not None:
+    for i, g in enumerate(genes):
+        if g >= 0 and (x := plans[i].growth[g]) is not None:
             heap.append((x, i, g))
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     fits, release, place = room.fits, room.release, room.place
+    free_fits, pass_over = room.free_fits, room.pass_over
     while heap and room.total > 0:
         _, i, g = pop(heap)
-        if genes[i] != g:
-            continue
         p = plans[i]
-        n = p.options[g + 1][0]
-        w = where[i]
-        if not fits(w, n):
+        options, growth = p.options, p.growth
+        n = options[g + 1][0]
+        if not fits(where[i], n):
             continue
-        release(w)
-        genes[i], where[i] = g + 1, place(n)
-        if (x := p.growth[g + 1]) is not None:
-            push(heap, (x, i, g + 1))
-
-
-def fitness(plans: list[Plan], genes: list[int]) -> float:
-    return sum(p.scores[g] if g >= 0 else 0.0 for p, g in zip(plans, genes))
+        release(where[i])
+        g += 1
+        # the steps this job would take next, one after the other (its next entry would be
+        # the heap's first), are walked through here: each placed and released again
+        while True:
+            x = growth[g]
+            if x is None:
+                break
+            if room.total <= room.taken(n) or (heap and (x, i, g) > heap[0]):
+                push(heap, (x, i, g))
+                break
+            n2 = options[g + 1][0]
+            if not free_fits(n2):
+                break
+            pass_over(n)
+            g, n = g + 1, n2
+        genes[i], where[i] = g, place(n)
 
 
 def repair(plans: list[Plan], genes: list[int], room0: Room,
-           order: tuple[list[int], list[int]] | None = None) -> tuple[float, tuple[int, ...]]:
-    by_order, by_fill = order if order is not None else orders(plans)
-    genes, room, where = _where(plans, genes, room0, by_order)
+           order: tuple | None = None) -> tuple[float, tuple[int, ...]]:
+    """The schedule ``genes`` made feasible (consolidated, refilled) and its fitness;
+    ``order``: ``orders(plans)``, made once per pass."""
+    by_order, by_fill, running, tables = order if order is not None else orders(plans)
+    genes, room, where = _where(plans, genes, room0, by_order, running)
     _refill(plans, genes, room, where, by_fill)
-    return fitness(plans, genes), tuple(genes)
+    return sum([t[g] for t, g in zip(tables, genes)]), tuple(genes)
 
 
 def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross: float,
-           p_mut: float, rng: random.Random) -> tuple[tuple[float, tuple[int, ...]],
-                                                      tuple[float, tuple[int, ...]]]:
-    """(the running schedule refilled, the fittest schedule found), each (fitness, genes)."""
+           p_mut: float, rng: random.Random,
+           beat: float | None = None) -> tuple[tuple[float, tuple[int, ...]],
+                                               tuple[float, tuple[int, ...]]]:
+    """(the running schedule refilled, the fittest schedule found), each (fitness, genes).
+    With ``beat``, a schedule found matters only when its fitness is above the seed's times
+    ``beat``: when ``priced`` shows none can be, the seed is both (nothing is drawn). The
+    price it tries is the last pass's, then 0.7 and 1.4 times it; the lowest bound's price
+    is the next pass's first try (any price gives a bound: the price decides nothing)."""
     free = [i for i, p in enumerate(plans) if not p.fixed]
 
     def mutate(genes: list[int]) -> list[int]:
@@ -264,6 +331,19 @@ def evolve(plans: list[Plan], room0: Room, size: int, generations: int, p_cross:
     seed = fix([p.cur for p in plans])
     if all(p.running for p in plans):
         return seed, seed       # no queued job: the running schedule refilled
+    if beat is not None:
+        gpus = room0.total + sum(sum(p.uses.values()) for p in plans if p.running)
+        enough = seed[0] * beat / (1.0 + 1e-9)
+        price = _PRICE[0] or seed[0] / max(gpus, 1)
+        top = priced(plans, gpus, price)
+        if top > enough:        # a step towards the least bound, for this pass and the next
+            for q in (price * 0.7, price * 1.4):
+                b = priced(plans, gpus, q)
+                if b < top:
+                    top, price = b, q
+        _PRICE[0] = price if 1e-300 < price < 1e300 else 0.0    # 0: from the seed next time
+        if top <= enough:
+            return seed, seed   # no schedule could beat the seed by ``beat``
     ranked = [seed]
     for _ in range(size - 1):
         ranked.append(fix(mutate(list(seed[1]))))
