@@ -55,6 +55,9 @@ class Gpu:
         return self.exclusive_job is None and not self.shard_jobs
 
 
+_AVAILABLE: dict[str, bool] = {}     # node state -> available (a few states recur)
+
+
 @record
 class Node:
     name: str
@@ -66,9 +69,14 @@ class Node:
 
     @property
     def available(self) -> bool:
-        s = self.state.lower()
-        return not any(w in s for w in ("down", "drain", "fail", "not_responding", "powered_down",
-                                        "unknown"))
+        got = _AVAILABLE.get(self.state)
+        if got is None:
+            s = self.state.lower()
+            got = not any(w in s for w in ("down", "drain", "fail", "not_responding",
+                                           "powered_down", "unknown"))
+            if len(_AVAILABLE) < 1024:
+                _AVAILABLE[self.state] = got
+        return got
 
     def free_gpus(self) -> tuple[Gpu, ...]:
         return tuple(g for g in self.gpus if g.is_free)

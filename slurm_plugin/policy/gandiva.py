@@ -12,11 +12,33 @@ from __future__ import annotations
 from ..model import Action, JobRequest, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
-from .fifo_packed import (fits_memory, has_backlog, queued_shard, resident_apps, shard_placement,
-                          shardable, shareable_gpus)
+from .fifo_packed import (has_backlog, queued_shard, resident_apps, shard_placement, shardable,
+                          shareable_gpus)
 
 QUEUE_THRESHOLD = 8
 MAX_JOBS_PER_GPU = 2
+
+# (node, GPU index) -> (GPU view, its residents' summed utilisation %, their memory MiB): read
+# again only for another view object (the simulator hands in the same object while a GPU's
+# jobs are unchanged; a job's class never changes)
+_RESIDENTS: dict[tuple[str, int], tuple] = {}
+
+
+def _residents(cluster, g) -> tuple[float, float]:
+    """(summed utilisation %, memory MiB) of the jobs sharing GPU view ``g``."""
+    key = (g.node, g.index)
+    got = _RESIDENTS.get(key)
+    if got is not None and got[0] is g:
+        return got[1], got[2]
+    util = mem = 0.0
+    for a in resident_apps(cluster, g):
+        cls = job_class(a)
+        util += cls.util_at(1)
+        mem += cls.memory_mib
+    if len(_RESIDENTS) > 100_000:
+        _RESIDENTS.clear()
+    _RESIDENTS[key] = (g, util, mem)
+    return util, mem
 
 
 def _queue_is_long(ctx: Context) -> bool:
@@ -32,16 +54,18 @@ class Gandiva:
         if has_backlog(ctx):
             return queued_shard(self.name, request, ctx,
                                 "gandiva: jobs are waiting; packed by Slurm onto the first GPU with room")
-        mine = job_class(request.app).util_at(1)
+        own = job_class(request.app)
+        mine, my_mib = own.util_at(1), own.memory_mib
         free, best, best_util = None, None, 101.0
+        cluster = ctx.cluster
         for g in shareable_gpus(ctx, MAX_JOBS_PER_GPU):
             if not g.shard_jobs:
                 free = free or g
                 continue
-            util = sum(job_class(a).util_at(1) for a in resident_apps(ctx.cluster, g))
+            util, mib = _residents(cluster, g)
             if (util < best_util and util + mine <= 100
                     and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
-                    and fits_memory(ctx.cluster, g, request.app)):
+                    and mib + my_mib <= g.memory_mib):     # fifo_packed.fits_memory
                 best, best_util = g, util
         per_job = (free or best).shards_total // MAX_JOBS_PER_GPU if (free or best) else 0
         if free is not None and not _queue_is_long(ctx):

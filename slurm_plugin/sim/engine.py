@@ -140,7 +140,7 @@ class Simulator:
         self.order: list[NodeState] | None = None
         self.node_list: list = [None] * len(self.nodes)
         self.node_views: tuple = ()
-        self.forecast_cache: tuple[int, tuple] = (-1, ())
+        self.forecast_cache: tuple = (-1, (), [], (-1, ()))     # views.ForecastView's
         self.nodes_version = 0
         self.nodes_log: dict[int, tuple[str, ...]] = {}     # the nodes of recent versions
         self.nodes_log_view = MappingProxyType(self.nodes_log)

@@ -5,6 +5,7 @@ They are computed on access, so a policy that does not look at readings costs no
 
 from __future__ import annotations
 
+import bisect
 import math
 from functools import lru_cache
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
@@ -127,9 +128,22 @@ class ForecastView(Sequence):
         issue = int(sim.now // (3600 * ISSUE_EVERY_H))
         if sim.forecast_cache[0] != issue:
             t0 = issue * 3600.0 * ISSUE_EVERY_H
-            sim.forecast_cache = (issue, sim.forecast.forecast(t0, t0 + FORECAST_H * 3600))
-        now = sim.now
-        self._seen = tuple(p for p in sim.forecast_cache[1] if p[0] > now)
+            points = tuple(sim.forecast.forecast(t0, t0 + FORECAST_H * 3600))
+            times = [p[0] for p in points]
+            # (issue, its points, their times when ascending (else None), the last cut: (first
+            # point index, the points from it))
+            sim.forecast_cache = (issue, points, times if times == sorted(times) else None,
+                                  (-1, ()))
+        _, points, times, cut = sim.forecast_cache
+        if times is not None:
+            i = bisect.bisect_right(times, sim.now)     # the points after now
+            if cut[0] != i:
+                cut = (i, points[i:])
+                sim.forecast_cache = sim.forecast_cache[:3] + (cut,)
+            self._seen = cut[1]
+        else:
+            now = sim.now
+            self._seen = tuple(p for p in points if p[0] > now)
         return self._seen
 
     def __getitem__(self, i):

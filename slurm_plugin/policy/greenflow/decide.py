@@ -39,6 +39,15 @@ WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
 
 
 _GPN: list = [None, 8]    # (the nodes tuple last measured, its GPUs per node)
+_CURVE: list = [None, None, None]   # the last curve: (intensity now, forecast points, curve)
+
+
+def _curve(now_gco2_per_kwh: float, points: tuple) -> CarbonCurve:
+    """The carbon curve of these readings, made again only when they differ from the last."""
+    c = _CURVE
+    if c[0] != now_gco2_per_kwh or c[1] != points:
+        c[0], c[1], c[2] = now_gco2_per_kwh, points, CarbonCurve(now_gco2_per_kwh, points)
+    return c[2]
 
 
 def _gpus_per_node(cluster: Cluster) -> int:
@@ -122,7 +131,7 @@ class GreenFlow:
         if r.carbon_g_per_kwh is None or not r.carbon_forecast:
             return plain_placement(self.name, request, WARN_NO_CARBON)
         now = ctx.now_s
-        curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
+        curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         gpn = _gpus_per_node(ctx.cluster)
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
@@ -174,7 +183,7 @@ class GreenFlow:
         actions = [Action(kind="observe", job_id="", policy=self.name, predicted=seen)]
         history = {**ctx.history, **seen}
         now = ctx.now_s
-        curve = CarbonCurve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
+        curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
         dirty = r.carbon_g_per_kwh / day_ci if day_ci > 0 else 1.0
         gpn = _gpus_per_node(ctx.cluster)
