@@ -31,6 +31,7 @@ Pure: imports only the model, the policy interface and the physics. See docs/eac
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 from dataclasses import dataclass
 from types import MappingProxyType
 
