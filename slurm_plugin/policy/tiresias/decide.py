@@ -113,7 +113,7 @@ class Tiresias:
         updates: dict[str, float] = {}
         running, pending, budget = _jobs(cluster, s.lookahead)
         ranked = []
-        until = float("inf")        # when the next running job crosses into another queue
+        until = float("inf")        # the next crossing into another queue, or hold renewal
         rows, seen = self._rows, {}
         for job in running + pending:
             jid = job.job_id
@@ -133,15 +133,15 @@ class Tiresias:
         waiting: list[Job] = []     # held queued jobs left out
         renew = False
         for _, _, jid, job, a in ranked:
-            running = job.running
-            need = len(job.uses) if running else job.gpus * job.num_nodes
+            is_running = job.running
+            need = len(job.uses) if is_running else job.gpus * job.num_nodes
             begin = job.begin_s
             if need <= budget:          # it keeps (or gets) its GPUs
                 budget -= need
-                if not running and begin is not None and begin > now:
+                if not is_running and begin is not None and begin > now:
                     actions.append(Action(kind="defer", job_id=jid, policy=NAME, begin_s=now,
                                           why="tiresias: starts"))
-            elif running:
+            elif is_running:
                 if preempt <= 0:
                     continue
                 preempt -= 1
