@@ -59,9 +59,7 @@ class PendingView(Sequence):
     def __init__(self, sim: "Simulator") -> None:
         self._sim = sim
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self._sim.job_views[j.id] for j in self._sim.pending[i]]
+    def __getitem__(self, i: int):
         return self._sim.job_views[self._sim.pending[i].id]
 
     def __iter__(self):
