@@ -104,6 +104,20 @@ def test_placement_invariants_over_cluster_shapes(case):
             assert len(used) == 1
 
 
+def test_placement_reads_a_node_again_when_its_view_changes():
+    """Rows are kept per node view: a node handed a new view (a job took its GPUs) is read
+    again, the unchanged ones are not mistaken for it."""
+    free = tuple(Node(name=f"n{i}", gpus=tuple(Gpu(node=f"n{i}", index=k) for k in range(4)))
+                 for i in range(2))
+    assert place(Cluster(nodes=free), 4, 1) == (("n0",), (0, 1, 2, 3))
+    taken = replace(free[0], gpus=tuple(replace(g, exclusive_job="7") for g in free[0].gpus))
+    assert place(Cluster(nodes=(taken, free[1])), 4, 1) == (("n1",), (0, 1, 2, 3))
+    half = replace(free[1], gpus=tuple(replace(g, exclusive_job="8" if g.index < 2 else None)
+                                       for g in free[1].gpus))
+    assert place(Cluster(nodes=(taken, half)), 2, 1) == (("n1",), (2, 3))
+    assert place(Cluster(nodes=free), 2, 1) == (("n0",), (0, 1))
+
+
 def ctx(history=None, settings=None, ci=300.0, forecast=None, cluster=None):
     fc = forecast if forecast is not None else tuple((H * h, 300.0 - 20 * h) for h in range(1, 12))
     return Context(cluster=cluster or Cluster(nodes=()), now_s=0.0, settings=settings or {},

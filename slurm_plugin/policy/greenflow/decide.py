@@ -54,7 +54,7 @@ def _gpus_per_node(cluster: Cluster) -> int:
     """The most GPUs a node has (kept for the same nodes tuple: a simulation hands the same
     one to every pass until a node changes)."""
     if cluster.nodes is not _GPN[0]:
-        _GPN[:] = [cluster.nodes, max((len(n.gpus) for n in cluster.nodes), default=8)]
+        _GPN[:] = [cluster.nodes, max(map(len, [n.gpus for n in cluster.nodes]), default=8)]
     return _GPN[1]
 
 
@@ -91,20 +91,25 @@ def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCu
     jct0 = run_s * factor0 * caps0[0][2]
     c0 = caps0[0][1] * jct0 * curve.mean_gco2_per_kwh(now_s, now_s + jct0) / 3.6e6
     best = None
+    best_score = best_carbon = 0.0
+    w_jct, w_carbon, c_ref = 1 - w, w, max(c0, 1e-9)
+    mean = curve.mean_gco2_per_kwh
     for gpus, factor, caps in options:
         run_g = run_s * factor
-        means = [(s, curve.mean_gco2_per_kwh(s, s + run_g)) for s in starts]
+        means = [(s, mean(s, s + run_g)) for s in starts]
         for cap, power_w, slow in caps:
             run = run_g * slow
+            energy = power_w * run
             for start, ci in means:
                 jct = start - now_s + run
-                carbon = power_w * run * ci / 3.6e6
-                score = (1 - w) * jct / jct0 + w * carbon / max(c0, 1e-9)
-                key = (score, carbon)
-                if best is None or key < best[0]:
-                    best = (key, start, gpus, cap, jct, carbon)
-    (score, _), start, gpus, cap, jct, carbon = best
-    return score, start, gpus, cap, jct, carbon, jct0, c0
+                carbon = energy * ci / 3.6e6
+                score = w_jct * jct / jct0 + w_carbon * carbon / c_ref
+                # the lowest (score, carbon)
+                if best is None or score < best_score or (score == best_score
+                                                          and carbon < best_carbon):
+                    best, best_score, best_carbon = (start, gpus, cap, jct), score, carbon
+    start, gpus, cap, jct = best
+    return best_score, start, gpus, cap, jct, best_carbon, jct0, c0
 
 
 TIER_GPU_S = 3600.0      # queue tier 0: up to this much predicted GPU-time
@@ -220,10 +225,11 @@ class GreenFlow:
         return tuple(actions)
 
 
+@lru_cache(maxsize=4096)
 def _running_cap(app: str, gpus: int, caps_w, model: str, gpn: int, base_w: float,
                  w: float) -> float | None:
     """The cap minimising ``(1 - w) * slowdown + w * energy ratio`` of a running job (its
-    start is fixed: the carbon ratio is the energy ratio)."""
+    start is fixed: the carbon ratio is the energy ratio); pure, so kept."""
     table = _cap_table(app, gpus, caps_w, model, gpn, base_w)
     p0 = table[0][1]
     return min(table, key=lambda c: ((1 - w) * c[2] + w * c[2] * c[1] / p0, c[2] * c[1]))[0]

@@ -40,14 +40,30 @@ def _buddy(free, count: int, gpus: int) -> tuple[int, ...] | None:
     return None
 
 
+# id(node view) -> (the view, its free GPU indexes, its switch): node views are frozen and a
+# cluster hands a changed node a new view, so a row is good while its view is the same object
+_ROWS: dict[int, tuple[Node, frozenset[int], str]] = {}
+
+
+def _available(views) -> list[tuple[Node, frozenset[int], str]]:
+    """Each available node with GPUs once: (node, its free GPU indexes, its switch)."""
+    global _ROWS
+    old, rows, out = _ROWS, {}, []
+    for n in views:
+        row = old.get(id(n))
+        if row is None or row[0] is not n:
+            row = (n, frozenset(g.index for g in n.gpus if g.is_free), switch_of(n))
+        rows[id(n)] = row
+        if n.gpus and n.available:
+            out.append(row)
+    _ROWS = rows
+    return out
+
+
 def place(cluster: Cluster, gpus_per_node: int, num_nodes: int) -> tuple[tuple[str, ...],
                                                                         tuple[int, ...]] | None:
     """(nodes, GPU indexes on a single node) for a job now, or None when it does not fit."""
-    # each available node once: its free GPU indexes and its switch
-    nodes = []
-    for n in cluster.nodes:
-        if n.gpus and n.available:
-            nodes.append((n, {g.index for g in n.gpus if g.is_free}, switch_of(n)))
+    nodes = _available(cluster.nodes)
     free_per_switch: dict[str, int] = {}
     for n, free, sw in nodes:
         free_per_switch[sw] = free_per_switch.get(sw, 0) + (len(free) == len(n.gpus))
