@@ -46,7 +46,7 @@ def env(localcluster, tmp_path) -> dict[str, str]:
 
 
 def submit(env: dict, tmp_path: Path, name: str, steps: int, step_s: float, epoch: int,
-           *train_args: str, gpus: int = 1, elastic: str = "1-4") -> str:
+           *train_args: str, gpus: int = 1, elastic: str = "1-4", limit_min: int = 20) -> str:
     """An emulated training job through wattbatch, elastic, checkpointing where the elastic
     template says (``WATTBATCH_CHECKPOINT_DIR``); every run appends to one output file."""
     script = tmp_path / f"{name}.sh"
@@ -57,7 +57,7 @@ def submit(env: dict, tmp_path: Path, name: str, steps: int, step_s: float, epoc
         f"{TRAIN} --steps {steps} --step-s {step_s} --steps-per-epoch {epoch} --gpu-scaling 0.8 "
         f'--checkpoint "$WATTBATCH_CHECKPOINT_DIR/ckpt.json" {" ".join(train_args)}\n')
     done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=elastic",
-                f"--wb-elastic={elastic}", f"--gres=gpu:{gpus}", "-t", "20", str(script)],
+                f"--wb-elastic={elastic}", f"--gres=gpu:{gpus}", "-t", str(limit_min), str(script)],
                env=env, cwd=str(tmp_path), timeout_s=60)
     return done.stdout.strip().split(";")[0]
 
@@ -182,6 +182,59 @@ def test_an_elastic_job_grows_when_idle_shrinks_for_a_newcomer_and_completes(
         time.sleep(2)
     assert len(rows) == len(starts), rows
     assert all(r["energy_kwh"] > 0 and r["gpu_hours"] > 0 for r in rows), rows
+
+
+def test_a_job_past_its_due_time_is_admitted_by_a_shrink_that_waiting_would_have_beaten(
+        localcluster, env, tmp_path):
+    """``fairness_factor`` live: a shrink costs more than the newcomer's predicted wait (a
+    restart cost of 3,000 s), so passes keep it waiting; its due time is set from the wait
+    predicted when it first waits (the fillers' 1-minute limits); the fillers' limits are then
+    raised, so the prediction slips; once the due time passes, a pass shrinks the elastic job
+    for it whatever that costs, and says so."""
+    cfg = localcluster.config()
+    env = {**env, "WATTBATCH_ELASTIC_RESTART_COST_S": "3000",
+           "WATTBATCH_ELASTIC_FAIRNESS_FACTOR": "1"}
+    # on a whole node from the start (at its maximum: it never grows), long enough a limit
+    # for a shrink to be allowed with a 3,000 s restart
+    job_id = submit(env, tmp_path, "due", steps=2000, step_s=0.3, epoch=20, gpus=4,
+                    limit_min=120)
+    job = wait_job(cfg, job_id, lambda j: j.running and gpus(j) == 4)
+    fill = []
+    for other in sorted({n.name for n in snapshot(cfg).nodes} - {job.nodes[0]}):
+        out = run(["sbatch", "--parsable", "-w", other, "--gres=gpu:4", "-t", "1",
+                   "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
+        fill.append(out.stdout.strip().split(";")[0])
+    for f in fill:
+        wait_job(cfg, f, lambda j: j.running)
+    newcomer = run(["sbatch", "--parsable", "--gres=gpu:1", "-t", "5", "--output=/dev/null",
+                    "--wrap=sleep 600"], env=env, timeout_s=30).stdout.strip().split(";")[0]
+    wait_job(cfg, newcomer, lambda j: j.pending)
+    time.sleep(5)       # past the elastic job's hysteresis (4 s from its start)
+    hist_file = Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / HISTORY_FILE
+    try:
+        first = reconcile(env)
+        due = History(hist_file).view().get(f"elastic:due:{newcomer}")
+        submitted = snapshot(cfg).jobs[newcomer].submit_s
+        # due: its submission plus its wait so far and the fillers' remaining minute at most
+        assert due is not None and submitted < due <= time.time() + 61, (due, submitted)
+        assert not [a for a in first if a["kind"] == "resize"], first
+        for f in fill:      # the prediction slips: the GPUs now free 30 minutes on
+            run(["scontrol", "update", f"JobId={f}", "TimeLimit=30"], env=env, timeout_s=30)
+        shrunk, before = [], []
+        deadline = due + 90
+        while not shrunk:
+            acts = [a for a in reconcile(env) if a["kind"] == "resize" and a["status"] == "done"]
+            (shrunk if acts else before).append((time.time(), acts))
+            assert time.time() < deadline, f"no shrink by {deadline - due:.0f} s past the due time"
+            time.sleep(2)
+        when, acts = shrunk[0]
+        assert when >= due - 1, (when, due)     # not before its due time (clocks: 1 s)
+        assert [(a["job_id"], a["gpus"]) for a in acts] == [(job_id, 3)], acts
+        assert "past its due time" in acts[0]["why"] and newcomer in acts[0]["why"], acts
+        wait_job(cfg, newcomer, lambda j: j.running, timeout_s=60)
+    finally:
+        for other in (job_id, newcomer, *fill):
+            actions.cancel(other, cfg)
 
 
 @pytest.mark.parametrize("how", ["ignores-sigterm", "killed-in-checkpoint"])
