@@ -159,7 +159,9 @@ def test_elastic_program_stays_in_the_job_until_slurm_kills_it(tmp_path):
         for pid in found:                           # KillWait is over
             os.kill(pid, signal.SIGKILL)
         shell.wait(10)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10      # a killed process is gone once it is scheduled
+        while program in _tree(1) and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert program not in _tree(1), f"the program (pid {program}) outlived its job"
     finally:
         shell.kill()
