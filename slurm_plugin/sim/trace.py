@@ -175,6 +175,10 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
                                time_limit_s=row.num("time_limit_s", optional=True, minimum=1),
                                slack_s=row.num("slack_s", optional=True, minimum=0),
                                has_slack="slack_s" in names)
+            if job.min_gpus is not None and job.max_gpus is not None \
+                    and job.min_gpus > job.max_gpus:
+                raise row.fail("min_gpus", f"{job.min_gpus} is above max_gpus {job.max_gpus}; "
+                                           "give the fewest GPUs first")
             if job.duration_s <= 0:
                 raise row.fail("duration" if fmt == "philly" else "duration_s",
                                f"{job.duration_s:g} must be positive")

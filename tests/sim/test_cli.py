@@ -124,6 +124,8 @@ def _bad(tmp_path: Path, text: str, fmt: str = "canonical", *extra: str):
     ("job_id,submit_s,duration_s,num_gpus\n1,0,10,1\n2,0,10,0\n", 3, "num_gpus"),
     ("job_id,submit_s,duration_s,num_gpus\n1,0,10,1\n2,0,10,9\n", 3, "num_gpus"),
     ("job_id,submit_s,duration_s,num_gpus,app\n1,0,10,1,bogus\n", 2, "app"),
+    ("job_id,submit_s,duration_s,num_gpus,min_gpus,max_gpus\n1,0,10,2,1,4\n2,0,10,2,3,2\n",
+     3, "min_gpus"),
     ("job_id,submit_s,duration_s,num_gpus\n", 2, None),
 ])
 def test_bad_trace_names_file_line_and_field(tmp_path, text, line, field):
