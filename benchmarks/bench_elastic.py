@@ -10,7 +10,9 @@ against slurm-default's (the fairness factor);
 (c) (a) and (b) again with the restart cost doubled, ``elastic`` told so by the site key and,
 as ``elastic@site``, left with the site's ``--restart-s`` (its jobs measure the cost of their
 own restarts);
-(d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000).
+(d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000);
+(e) the lower bounds no scheduler on whole GPUs can beat on the Pollux workloads (``sim/bounds.py``),
+as ratios to slurm-default: how far (a)'s goals can be met at all.
 Reconcile passes every ``--interval-s`` (60 s, Pollux's scheduling interval) on the Pollux
 workloads and every ``--philly-interval-s`` (300 s, the simulator's default) on Philly.
 
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from slurm_plugin.policy import get_policy  # noqa: E402
 from slurm_plugin.policy.elastic.settings import ElasticSettings  # noqa: E402
+from slurm_plugin.sim.bounds import lower_bounds  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
@@ -127,6 +130,15 @@ def main() -> None:
                 continue
             print(f"{pol}: avg JCT {spread([x[0] for x in xs])}  makespan "
                   f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
+        if pollux:
+            lows = []
+            for p in pollux:
+                b = next(x for x in rows if x["trace"] == str(p) and x["restart_s"] == restart
+                         and x["policy"] == "slurm-default")
+                low = lower_bounds(read_trace(p, "pollux"), 16 * 4)
+                lows.append((low.avg_jct_s / b["avg_jct_s"], low.makespan_s / b["makespan_s"]))
+            print(f"lower bound for any scheduler on whole GPUs (sim/bounds.py): avg JCT "
+                  f"{spread([x[0] for x in lows])}  makespan {spread([x[1] for x in lows])}")
         if agg["elastic"]:
             worst = max(x[2] for x in agg["elastic"])
             bound = ElasticSettings().fairness_factor

@@ -1,0 +1,67 @@
+"""Lower bounds on a trace's makespan and average JCT that no scheduler giving jobs whole GPUs
+can beat, on a cluster of ``gpus`` GPUs and the simulator's scaling model. They say how far a
+ratio goal against a baseline can be met at all on a given workload (GPU sharing is outside
+them: co-located jobs can do more work per GPU-second than one job alone).
+
+- A job cannot end before its submission plus its run at its fastest GPU count (alone on the
+  cluster, no wait, no restart): its own bound, and the average of those is the JCT bound.
+- The work submitted at or after a time T cannot end before T plus that work, each job at its
+  least GPU-time (its most efficient count), spread perfectly over every GPU (the area bound).
+
+The makespan bound is the larger of the two over every job and every submission time. Both
+are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU batch
+the trace gives it), so real schedules stay above.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..physics import job_class
+from .trace import TraceJob
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    makespan_s: float       # from the first submission
+    avg_jct_s: float
+
+
+def _speedup(job: TraceJob, n: int) -> float:
+    """Speedup on ``n`` GPUs over one: the job's measured table where the trace has one, else
+    its class's model, else linear."""
+    if job.speedup:
+        return job.speedup[min(n, len(job.speedup)) - 1]
+    if job.app:
+        return job_class(job.app).speedup(n)
+    return float(n)
+
+
+def _counts(job: TraceJob, gpus: int) -> range:
+    """The GPU counts the job may run on: its range where it has one, else its request."""
+    lo = job.min_gpus or job.num_gpus
+    hi = min(max(job.max_gpus or job.num_gpus, job.num_gpus), gpus)
+    return range(max(1, min(lo, hi)), hi + 1)
+
+
+def lower_bounds(jobs: Sequence[TraceJob], gpus: int) -> Bounds:
+    """The makespan and average-JCT lower bounds of ``jobs`` on ``gpus`` GPUs."""
+    if not jobs:
+        return Bounds(0.0, 0.0)
+    t0 = min(j.submit_s for j in jobs)
+    makespan, jct_total, area = 0.0, 0.0, []
+    for j in jobs:
+        ref = _speedup(j, j.num_gpus)
+        counts = _counts(j, gpus)
+        fastest_s = min(j.duration_s * ref / _speedup(j, n) for n in counts)
+        least_gpu_s = min(j.duration_s * ref / _speedup(j, n) * n for n in counts)
+        makespan = max(makespan, j.submit_s + fastest_s - t0)
+        jct_total += fastest_s
+        area.append((j.submit_s, least_gpu_s))
+    area.sort()
+    tail_gpu_s = 0.0
+    for submit_s, gpu_s in reversed(area):
+        tail_gpu_s += gpu_s
+        makespan = max(makespan, submit_s + tail_gpu_s / gpus - t0)
+    return Bounds(makespan, jct_total / len(jobs))

@@ -1,0 +1,81 @@
+"""The lower bounds on makespan and average JCT (``sim/bounds.py``): exact on small cases, and
+never above what a policy that gives jobs whole GPUs reaches in the simulator."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slurm_plugin.policy import get_policy
+from slurm_plugin.sim.bounds import lower_bounds
+from slurm_plugin.sim.cluster import ClusterSpec
+from slurm_plugin.sim.engine import Simulator
+from slurm_plugin.sim.trace import TraceJob, read_trace
+
+
+def job(i, submit_s, run_s, gpus, lo=None, hi=None, speedup=None):
+    return TraceJob(job_id=str(i), submit_s=submit_s, duration_s=run_s, num_gpus=gpus, line=i,
+                    min_gpus=lo, max_gpus=hi, speedup=speedup)
+
+
+def test_one_job_alone_at_its_fastest_count():
+    sp = (1.0, 1.8, 2.4, 2.0)           # four GPUs are slower than three
+    b = lower_bounds([job(1, 50.0, 1800.0, 2, 1, 4, sp)], gpus=8)
+    assert b.makespan_s == pytest.approx(1800.0 * 1.8 / 2.4)
+    assert b.avg_jct_s == pytest.approx(1800.0 * 1.8 / 2.4)
+
+
+def test_area_bound_spreads_the_work_over_every_gpu():
+    # ten 1-GPU jobs of 100 s at once on 2 GPUs: 500 s at least, though each alone takes 100
+    b = lower_bounds([job(i, 0.0, 100.0, 1) for i in range(10)], gpus=2)
+    assert b.makespan_s == pytest.approx(500.0) and b.avg_jct_s == pytest.approx(100.0)
+    # a late burst counts from its own submission
+    late = [job(i, 1000.0, 100.0, 1) for i in range(4)]
+    assert lower_bounds([job(99, 0.0, 10.0, 1), *late], gpus=2).makespan_s == \
+        pytest.approx(1000.0 + 200.0)
+
+
+def test_a_range_buys_the_least_gpu_time_for_the_area_and_the_fastest_for_the_job():
+    sp = (1.0, 1.5, 1.8, 2.0)           # sublinear: one GPU is the most efficient
+    jobs = [job(i, 0.0, 1000.0, 4, 1, 4, sp) for i in range(8)]
+    b = lower_bounds(jobs, gpus=4)
+    least_gpu_s = 1000.0 * 2.0          # on one GPU
+    assert b.makespan_s == pytest.approx(8 * least_gpu_s / 4)
+    assert b.avg_jct_s == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_no_policy_beats_the_bounds(tmp_path, case, make_trace):
+    rng = random.Random(case)
+    spec = ClusterSpec(nodes=rng.randint(1, 4), gpus_per_node=rng.choice([2, 4, 8]))
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, rng.randint(5, 60), spec.gpu_count),
+                      "canonical")
+    b = lower_bounds(jobs, spec.gpu_count)
+    for policy in ("slurm-default", "slurm-powersave", "elastic", "elastic-restart", "tiresias",
+                   "pal", "packed-sticky"):
+        r = Simulator(jobs, spec, get_policy(policy), seed=case).run()
+        assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
+        assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+
+
+def test_elastic_jobs_with_measured_scaling_stay_above_the_bounds(tmp_path):
+    """Pollux rows: elastic between 1 and their profile's maximum, measured speedups."""
+    from slurm_plugin.physics.pollux import pollux_apps
+    rng = random.Random(7)
+    apps = sorted(pollux_apps())
+    rows = ["name,time,application,num_replicas,batch_size"]
+    for i in range(40):
+        gpus = rng.choice([1, 2, 4, 8])
+        rows.append(f"j{i},{rng.randint(0, 20000)},{rng.choice(apps)},{gpus},"
+                    f"{gpus * rng.choice([32, 64, 128])}")
+    path = tmp_path / "w.csv"
+    path.write_text("\n".join(rows) + "\n")
+    jobs = read_trace(path, "pollux")
+    spec = ClusterSpec(nodes=4, gpus_per_node=4, reconcile_interval_s=60.0)
+    b = lower_bounds(jobs, spec.gpu_count)
+    assert 0 < b.avg_jct_s < b.makespan_s
+    for policy in ("slurm-default", "elastic", "elastic-restart"):
+        r = Simulator(jobs, spec, get_policy(policy), seed=0).run()
+        assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
+        assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
