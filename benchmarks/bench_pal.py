@@ -6,18 +6,21 @@ builds from the raw Longhorn measurements) and each seed (class assignment, time
 spread of the profile over the cluster all follow the seed): geomean JCT, makespan and GPU
 utilisation (``gpu_alloc_of_installed``) of pal over packed-sticky. Goals: geomean JCT <= 0.55x,
 makespan <= 0.6x; the two profiles' ratios within 5% of each other; pal at >= 2,000 jobs/s.
+It also prints the makespan no scheduler can beat (``sim/bounds.py``) over packed-sticky's.
 Runs go in parallel processes (``--workers``).
 
 Usage::
 
     python benchmarks/bench_pal.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
         --variability-dir ../shared/data/variability --limit-jobs 10000 --seeds 5
+    python benchmarks/bench_pal.py --trace .../pollux/workloads/workload-1.csv \
+        --trace-format pollux --nodes 16 --gpus-per-node 4 --variability-dir ...
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+from dataclasses import replace as dc_replace
 import statistics
 import sys
 import tempfile
@@ -27,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from slurm_plugin.physics.gpu_profile import import_files  # noqa: E402
+from slurm_plugin.physics.variability import load_profile  # noqa: E402
+from slurm_plugin.sim.bounds import lower_bounds  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.run import Inputs, load_jobs, simulate  # noqa: E402
 
@@ -35,8 +40,8 @@ KEYS = ("geomean_jct_s", "makespan_s", "gpu_alloc_of_installed", "avg_runtime_st
 
 
 def run_one(args: tuple) -> dict:
-    trace, profile, label, policy, seed, nodes, gpn, limit, settings = args
-    inputs = Inputs(Path(trace), "philly", ClusterSpec(nodes=nodes, gpus_per_node=gpn), "GB",
+    trace, fmt, profile, label, policy, seed, nodes, gpn, limit, settings = args
+    inputs = Inputs(Path(trace), fmt, ClusterSpec(nodes=nodes, gpus_per_node=gpn), "GB",
                     variability=Path(profile), seed=seed, limit_jobs=limit)
     r = simulate(inputs, policy, jobs=load_jobs(inputs), settings=settings)
     return {"profile": label, "policy": policy, "seed": seed} | {k: r.get(k) for k in KEYS}
@@ -51,6 +56,7 @@ def spread(xs: list[float]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", required=True)
+    ap.add_argument("--trace-format", default="philly", choices=("philly", "canonical", "pollux"))
     ap.add_argument("--variability-dir", required=True,
                     help="folder with 32gpu-variability.csv and the *-longhorn-agg.csv files")
     ap.add_argument("--nodes", type=int, default=64)
@@ -73,7 +79,7 @@ def main() -> int:
         settings["order_queue"] = False
     if a.tolerance is not None:
         settings["slowdown_tolerance"] = a.tolerance
-    cells = [(a.trace, str(p), label, pol, seed, a.nodes, a.gpus_per_node, a.limit_jobs,
+    cells = [(a.trace, a.trace_format, str(p), label, pol, seed, a.nodes, a.gpus_per_node, a.limit_jobs,
               settings if pol == "pal" else None)
              for label, p in profiles.items() for seed in range(a.seeds)
              for pol in ("pal", "packed-sticky")]
@@ -113,6 +119,20 @@ def main() -> int:
     for i, name in enumerate(("geomean JCT ratio", "makespan ratio", "utilisation ratio")):
         x = statistics.fmean(ratios["imported"][i]) / statistics.fmean(ratios["32gpu"][i])
         print(f"| {name} | {x:.3f} | {'yes' if abs(x - 1) <= 0.05 else 'no'} |")
+    print()
+    # what no scheduler can beat: every job alone on the fastest GPUs, the work spread perfectly,
+    # each on the GPUs it asks for (neither policy changes a count)
+    jobs_in = [dc_replace(j, min_gpus=None, max_gpus=None) for j in load_jobs(Inputs(Path(a.trace), a.trace_format, ClusterSpec(nodes=a.nodes,
+                                                                     gpus_per_node=a.gpus_per_node),
+                               "GB", limit_jobs=a.limit_jobs))]
+    for label, path in profiles.items():
+        fastest = min(f for g in load_profile(path).factors(a.nodes * a.gpus_per_node, 0)
+                      for f in g.values())
+        low = lower_bounds(jobs_in, a.nodes * a.gpus_per_node, time_factor=fastest)
+        mk = [low.makespan_s / by[(label, "packed-sticky", s)]["makespan_s"]
+              for s in range(a.seeds)]
+        print(f"lower bound for any scheduler ({label}, fastest GPU x{fastest:.3f}; "
+              f"sim/bounds.py): makespan {spread(mk)} of packed-sticky's")
     print()
     walls = [r["sim_wall_s"] for r in res if r["policy"] == "pal"]
     speeds = [r["jobs"] / w for r, w in zip([r for r in res if r["policy"] == "pal"], walls)]

@@ -45,14 +45,16 @@ def _counts(job: TraceJob, gpus: int) -> range:
     return range(max(1, min(lo, hi)), hi + 1)
 
 
-def lower_bounds(jobs: Sequence[TraceJob], gpus: int) -> Bounds:
-    """The makespan and average-JCT lower bounds of ``jobs`` on ``gpus`` GPUs."""
+def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) -> Bounds:
+    """The makespan and average-JCT lower bounds of ``jobs`` on ``gpus`` GPUs. ``time_factor``:
+    the least a run can take relative to the trace's durations on the cluster's fastest GPU
+    (a variability profile's lowest factor; 1: every GPU as the trace's)."""
     if not jobs:
         return Bounds(0.0, 0.0)
     t0 = min(j.submit_s for j in jobs)
     makespan, jct_total, area = 0.0, 0.0, []
     for j in jobs:
-        ref = _speedup(j, j.num_gpus)
+        ref = _speedup(j, j.num_gpus) * time_factor
         counts = _counts(j, gpus)
         fastest_s = min(j.duration_s * ref / _speedup(j, n) for n in counts)
         least_gpu_s = min(j.duration_s * ref / _speedup(j, n) * n for n in counts)

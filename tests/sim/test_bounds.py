@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from slurm_plugin.physics.variability import load_profile
 from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.bounds import lower_bounds
 from slurm_plugin.sim.cluster import ClusterSpec
@@ -24,6 +25,12 @@ def test_one_job_alone_at_its_fastest_count():
     b = lower_bounds([job(1, 50.0, 1800.0, 2, 1, 4, sp)], gpus=8)
     assert b.makespan_s == pytest.approx(1800.0 * 1.8 / 2.4)
     assert b.avg_jct_s == pytest.approx(1800.0 * 1.8 / 2.4)
+
+
+def test_the_fastest_gpu_shortens_the_bounds():
+    jobs = [job(i, 0.0, 100.0, 1) for i in range(10)]
+    b = lower_bounds(jobs, gpus=2, time_factor=0.9)
+    assert b.makespan_s == pytest.approx(450.0) and b.avg_jct_s == pytest.approx(90.0)
 
 
 def test_area_bound_spreads_the_work_over_every_gpu():
@@ -55,6 +62,15 @@ def test_no_policy_beats_the_bounds(tmp_path, case, make_trace):
     for policy in ("slurm-default", "slurm-powersave", "elastic", "elastic-restart", "tiresias",
                    "pal", "packed-sticky"):
         r = Simulator(jobs, spec, get_policy(policy), seed=case).run()
+        assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
+        assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+    # on GPUs that vary (PAL's profile spread over the cluster): bounded by the fastest one
+    prof = load_profile()
+    var = prof.factors(spec.gpu_count, case)
+    fastest = min(f for g in var for f in g.values())
+    b = lower_bounds(jobs, spec.gpu_count, time_factor=fastest)
+    for policy in ("pal", "packed-sticky"):
+        r = Simulator(jobs, spec, get_policy(policy), seed=case, variability=var).run()
         assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
         assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
 
