@@ -40,23 +40,46 @@ def _buddy(free, count: int, gpus: int) -> tuple[int, ...] | None:
     return None
 
 
-# id(node view) -> (the view, its free GPU indexes, its switch): node views are frozen and a
-# cluster hands a changed node a new view, so a row is good while its view is the same object
-_ROWS: dict[int, tuple[Node, frozenset[int], str]] = {}
+class _Row:
+    """One node view's facts for placement: whether it takes jobs (it has GPUs and is
+    available), its free GPU indexes, its switch, whether it is whole (every GPU free), and
+    its buddy blocks per GPU count (worked out when first asked)."""
+
+    __slots__ = ("node", "available", "free", "switch", "gpus", "whole", "blocks")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.available = bool(node.gpus) and node.available
+        self.free = frozenset(g.index for g in node.gpus if g.is_free)
+        self.switch = switch_of(node)
+        self.gpus = len(node.gpus)
+        self.whole = len(self.free) == self.gpus
+        self.blocks: dict[int, tuple[int, ...] | None] = {}
+
+    def block(self, gpus: int) -> tuple[int, ...] | None:
+        got = self.blocks.get(gpus, False)
+        if got is False:
+            got = self.blocks[gpus] = _buddy(self.free, self.gpus, gpus)
+        return got
 
 
-def _available(views) -> list[tuple[Node, frozenset[int], str]]:
-    """Each available node with GPUs once: (node, its free GPU indexes, its switch)."""
-    global _ROWS
-    old, rows, out = _ROWS, {}, []
-    for n in views:
-        row = old.get(id(n))
-        if row is None or row[0] is not n:
-            row = (n, frozenset(g.index for g in n.gpus if g.is_free), switch_of(n))
-        rows[id(n)] = row
-        if n.gpus and n.available:
+# per node position, the row of the view last seen there: node views are frozen and a cluster
+# hands a changed node a new view, so a row is good while its view is the same object
+_ROWS: list[_Row] = []
+
+
+def _available(views) -> list[_Row]:
+    """The row of each available node with GPUs."""
+    rows = _ROWS
+    if len(rows) != len(views):
+        rows[:] = [_Row(n) for n in views]
+    out = []
+    for i, n in enumerate(views):
+        row = rows[i]
+        if row.node is not n:
+            row = rows[i] = _Row(n)
+        if row.available:
             out.append(row)
-    _ROWS = rows
     return out
 
 
@@ -65,22 +88,21 @@ def place(cluster: Cluster, gpus_per_node: int, num_nodes: int) -> tuple[tuple[s
     """(nodes, GPU indexes on a single node) for a job now, or None when it does not fit."""
     nodes = _available(cluster.nodes)
     free_per_switch: dict[str, int] = {}
-    for n, free, sw in nodes:
-        free_per_switch[sw] = free_per_switch.get(sw, 0) + (len(free) == len(n.gpus))
+    for r in nodes:
+        free_per_switch[r.switch] = free_per_switch.get(r.switch, 0) + r.whole
     if num_nodes == 1:
         best = None
-        for n, free, sw in nodes:
-            if len(n.gpus) < gpus_per_node or len(free) < gpus_per_node:
+        for r in nodes:
+            if r.gpus < gpus_per_node or len(r.free) < gpus_per_node:
                 continue
-            block = _buddy(free, len(n.gpus), gpus_per_node)
+            block = r.block(gpus_per_node)
             if block is None:
                 continue
-            key = (len(free), free_per_switch[sw], n.name)
+            key = (len(r.free), free_per_switch[r.switch], r.node.name)
             if best is None or key < best[0]:
-                best = (key, n.name, block)
+                best = (key, r.node.name, block)
         return None if best is None else ((best[1],), best[2])
-    whole = [(n, sw) for n, free, sw in nodes
-             if len(free) == len(n.gpus) and len(n.gpus) >= gpus_per_node]
+    whole = [(r.node, r.switch) for r in nodes if r.whole and r.gpus >= gpus_per_node]
     if len(whole) < num_nodes:
         return None
     by_switch: dict[str, list[str]] = {}
