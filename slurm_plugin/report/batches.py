@@ -41,6 +41,44 @@ def batch_events(advice: Iterable[Mapping[str, Any]], reported: Iterable[Mapping
     return out
 
 
+BUCKET_S = 3600            # reports are summarised per hour; raw ones read where one may change
+STATEMENTS_PER_QUERY = 40   # raw reads sent together (a GET's URL stays short)
+
+
+def _reports(client: InfluxClient, since_s: float, until_s: float,
+             where: str) -> dict[str, list[dict[str, Any]]]:
+    """Job id -> the progress reports ``batch_events`` needs: a job reports its batch at every
+    step, so reading every report of a period moves millions of points. Per hour and job the
+    first, last, smallest and largest batch tell where nothing changed (every report equal to
+    the one before); the raw reports are read only in the other hours: the job's first, one
+    whose batches differ, one starting on another batch than the last one ended. Skipped hours
+    hold only repeats, so the events are those of reading every report."""
+    summary = client.query(
+        f'SELECT first("batch_size"), last("batch_size"), min("batch_size"), '
+        f'max("batch_size") FROM "{PROGRESS}" WHERE {where} '
+        f'GROUP BY time({BUCKET_S:.0f}s), "job_id" fill(none)')
+    hours: list[tuple[str, float]] = []
+    for series in summary:
+        jid = series.tags.get("job_id", "")
+        before = None
+        for i, row in enumerate(series.rows()):
+            if i == 0 or row["min"] != row["max"] or row["first"] != before:
+                hours.append((jid, float(row["time"])))
+            before = row["last"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for k in range(0, len(hours), STATEMENTS_PER_QUERY):
+        statements = []
+        for jid, start_s in hours[k:k + STATEMENTS_PER_QUERY]:
+            lo, hi = max(since_s, start_s), min(until_s, start_s + BUCKET_S)
+            inside = "<=" if hi == until_s else "<"
+            statements.append(
+                f'SELECT "batch_size" FROM "{PROGRESS}" WHERE time >= {time_ns(lo)} AND '
+                f'time {inside} {time_ns(hi)} AND "job_id" = {quote_str(jid)} GROUP BY "job_id"')
+        for series in client.query("; ".join(statements)):
+            out.setdefault(series.tags.get("job_id", ""), []).extend(series.rows())
+    return out
+
+
 def read_batch_history(client: InfluxClient, since_s: float, until_s: float,
                        job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Job id -> its batch events in [since_s, until_s] (``batch_events``)."""
@@ -51,9 +89,8 @@ def read_batch_history(client: InfluxClient, since_s: float, until_s: float,
     for s in client.query(f'SELECT "batch_size", "lr_scale", "why" FROM "{ADVICE}" '
                           f'WHERE {where} GROUP BY "job_id"'):
         rows.setdefault(s.tags.get("job_id", ""), ([], []))[0].extend(s.rows())
-    for s in client.query(f'SELECT "batch_size" FROM "{PROGRESS}" WHERE {where} '
-                          'GROUP BY "job_id"'):
-        rows.setdefault(s.tags.get("job_id", ""), ([], []))[1].extend(s.rows())
+    for jid, reported in _reports(client, since_s, until_s, where).items():
+        rows.setdefault(jid, ([], []))[1].extend(reported)
     out = {}
     for jid, (adv, rep) in rows.items():
         events = batch_events(adv, rep)

@@ -265,3 +265,39 @@ def test_unreachable_server_fails_quickly():
     with pytest.raises(TelemetryError, match=f"http://127.0.0.1:{port}/write"):
         client.write([Point("m", {}, {"v": 1.0})])
     assert time.monotonic() - t0 < 1.0
+
+
+def test_batch_history_reads_raw_reports_only_where_the_batch_may_change(client):
+    """``report --batches``: a job reports its batch at every step; the history reads the raw
+    reports only in the hours where one differs from the report before it, and gives the
+    same events as reading every report."""
+    from slurm_plugin.report.batches import PROGRESS, _reports, batch_events, read_batch_history
+    t0 = 3600.0 * (int(time.time() // 3600) - 12)        # on an hour, 12 h ago
+
+    def batch_a(t: float) -> int:
+        if 3 * 3600 + 1200 <= t < 3 * 3600 + 2400:
+            return 128              # up and back inside one hour
+        if t >= 6 * 3600:
+            return 256              # changed exactly at an hour's start
+        return 64
+
+    points = []
+    for k in range(0, 10 * 3600, 60):
+        points.append(Point(PROGRESS, {"job_id": "7"}, {"step": k, "batch_size": batch_a(k)},
+                            t0 + k))
+        size = 0 if 8 * 3600 <= k < 8 * 3600 + 600 else 32     # invalid reports: skipped
+        points.append(Point(PROGRESS, {"job_id": "8"}, {"step": k, "batch_size": size}, t0 + k))
+    client.write(points)
+    since, until = t0 - 1800, t0 + 10 * 3600
+    got = read_batch_history(client, since, until)
+    where = f"time >= {int(since * 1e9)} AND time <= {int(until * 1e9)}"
+    every = {s.tags["job_id"]: batch_events([], s.rows()) for s in client.query(
+        f'SELECT "batch_size" FROM "{PROGRESS}" WHERE {where} GROUP BY "job_id"')}
+    assert got == {k: v for k, v in every.items() if v}
+    assert [(e["time_s"] - t0, e["batch_size"]) for e in got["7"]] == \
+        [(0, 64), (3 * 3600 + 1200, 128), (3 * 3600 + 2400, 64), (6 * 3600, 256)]
+    assert [e["batch_size"] for e in got["8"]] == [32]
+    read = _reports(client, since, until, where)
+    # job 7: its first hour, the hour it went up and back, the hour starting on 256; job 8:
+    # its first hour and the hour with the invalid reports (back on 32 inside it)
+    assert sum(len(v) for v in read.values()) == 5 * 60 < len(points)
