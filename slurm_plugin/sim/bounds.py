@@ -10,7 +10,8 @@ them: co-located jobs can do more work per GPU-second than one job alone).
 
 The makespan bound is the larger of the two over every job and every submission time. Both
 are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU batch
-the trace gives it), so real schedules stay above.
+the trace gives it), so real schedules stay above, as long as jobs run to their end: one killed
+at a time limit shorter than its run ends sooner than any bound on its run.
 """
 
 from __future__ import annotations
