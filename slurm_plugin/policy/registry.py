@@ -43,6 +43,11 @@ def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
 
+def builtin_policy_names() -> list[str]:
+    """The policies wattbatch ships (not those a site or a test registered)."""
+    return sorted(name for name, entry in _POLICIES.items() if isinstance(entry, str))
+
+
 def get_policy(name: str, source: str = "policy name") -> Policy:
     entry = _POLICIES.get(name)
     if entry is None:

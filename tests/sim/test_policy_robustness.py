@@ -13,7 +13,7 @@ import pytest
 
 from slurm_plugin.physics import class_names
 from slurm_plugin.policy import get_policy
-from slurm_plugin.policy.registry import policy_names
+from slurm_plugin.policy.registry import builtin_policy_names
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
@@ -46,7 +46,7 @@ def awkward_trace(path: Path, rng: random.Random, jobs: int, gpn: int, nodes: in
     return path
 
 
-@pytest.mark.parametrize("policy", policy_names())
+@pytest.mark.parametrize("policy", builtin_policy_names())
 @pytest.mark.parametrize("case", range(3))
 def test_no_policy_fails_open_on_awkward_traces(tmp_path, policy, case):
     rng = random.Random(f"{policy}:{case}")
