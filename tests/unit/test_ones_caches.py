@@ -1,7 +1,9 @@
 """``ones`` keeps what it read from pass to pass (each running job's count range and GPUs per
 node by its view, each queued job's plan by its view, fraction done, geometry and settings;
 the bound's price of a GPU): a pass decides exactly as one that starts with none of it, over a
-whole simulated run of profiled and unprofiled elastic jobs arriving, growing and ending."""
+whole simulated run of profiled and unprofiled elastic jobs arriving, growing and ending.
+A pass that builds no plans because no running job could grow and none is queued decides as
+one that builds them."""
 
 from __future__ import annotations
 
