@@ -1,7 +1,9 @@
 """``ones`` keeps what it read from pass to pass (each running job's count range and GPUs per
 node by its view, each queued job's plan by its view, fraction done, geometry and settings;
 the bound's price of a GPU): a pass decides exactly as one that starts with none of it, over a
-whole simulated run of profiled and unprofiled elastic jobs arriving, growing and ending."""
+whole simulated run of profiled and unprofiled elastic jobs arriving, growing and ending.
+A pass that builds no plans because no running job could grow and none is queued decides as
+one that builds them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import random
 from slurm_plugin.model import Cluster, Gpu, Job, Node, Readings
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
+from slurm_plugin.policy.ones import decide
 from slurm_plugin.policy.ones import evolve as evolve_module
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
@@ -44,9 +47,9 @@ class Twin:
         return acts
 
 
-def _unprofiled(n: int) -> list[TraceJob]:
+def _unprofiled(n: int, every_s: float = 90.0) -> list[TraceJob]:
     rng = random.Random(3)
-    return [TraceJob(job_id=f"u{i}", submit_s=90.0 * i, duration_s=rng.uniform(600, 7200),
+    return [TraceJob(job_id=f"u{i}", submit_s=every_s * i, duration_s=rng.uniform(600, 7200),
                      num_gpus=rng.choice((1, 2, 4)), line=i + 2, min_gpus=1, max_gpus=8,
                      time_limit_s=40_000.0) for i in range(n)]
 
@@ -79,3 +82,44 @@ def test_a_queued_job_whose_view_or_fraction_changed_is_planned_again():
         got = kept.reconcile(_queued_ctx(now, job, history))
         assert got == get_policy("ones").reconcile(_queued_ctx(now, job, history))
         assert [a.gpus for a in got if a.kind == "resize"] == [job.max_gpus]
+
+
+class Unskipped(Twin):
+    """As ``Twin``, the second ``ones`` building every plan: it never takes a running
+    schedule that cannot grow as the answer without evolving it; counts the passes the first
+    took so."""
+
+    def __init__(self, monkeypatch) -> None:
+        super().__init__()
+        self.monkeypatch = monkeypatch
+        self.skipped = 0
+        real = decide._may_grow
+
+        def counted(*args):
+            grows = real(*args)
+            self.skipped += not grows and bool(args[0])
+            return grows
+        self.counted = counted
+
+    def reconcile(self, ctx):
+        with self.monkeypatch.context() as m:
+            m.setattr(decide, "_may_grow", self.counted)
+            acts = self.inner.reconcile(ctx)
+        with self.monkeypatch.context() as m:
+            m.setattr(decide, "_may_grow", lambda *args: True)
+            again = self.fresh.reconcile(ctx)
+        self.passes += 1
+        if acts != again:
+            self.differ.append((ctx.now_s, acts, again))
+        return acts
+
+
+def test_a_pass_that_builds_no_plan_when_nothing_can_grow_decides_as_one_that_does(
+        monkeypatch):
+    jobs = sorted(_workload(6) + _unprofiled(60, 1200.0), key=lambda j: j.submit_s)
+    twin = Unskipped(monkeypatch)
+    spec = ClusterSpec(nodes=4, gpus_per_node=4, reconcile_interval_s=60, restart_cost_s=90)
+    r = Simulator(jobs, spec, twin, seed=0, settings={"restart_cost_s": 90.0}).run()
+    assert r["jobs_finished"] == len(jobs)
+    assert twin.skipped > 100 and r["actions"].get("resize", 0) > 5
+    assert twin.differ == []

@@ -10,6 +10,7 @@ from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node, Readings
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
 from slurm_plugin.policy.ones import decide
+from slurm_plugin.sim.cluster import ClusterSpec
 
 
 def _ctx(now: float, version: int | None, pending: int = 1, begin_s: float | None = None,
@@ -47,14 +48,28 @@ def evolved(monkeypatch):
 def test_a_pass_with_nothing_changed_is_skipped_and_renews_holds(evolved):
     pol = get_policy("ones")
     first = pol.reconcile(_ctx(1000.0, 1))
-    assert [(a.kind, a.job_id, a.begin_s) for a in first] == [("defer", "2", 1600.0)]
+    assert [(a.kind, a.job_id, a.begin_s) for a in first] == [("defer", "2", 2800.0)]
     assert evolved == [1]
-    # held until 1600: nothing to renew at 1100, and no evolution
-    assert pol.reconcile(_ctx(1100.0, 1, begin_s=1600.0)) == ()
+    # held until 2800: nothing to renew at 1100, and no evolution
+    assert pol.reconcile(_ctx(1100.0, 1, begin_s=2800.0)) == ()
     # the hold runs out within hold_s / 2: renewed without evolving
-    renewed = pol.reconcile(_ctx(1400.0, 1, begin_s=1600.0))
-    assert [(a.kind, a.job_id, a.begin_s) for a in renewed] == [("defer", "2", 2000.0)]
+    renewed = pol.reconcile(_ctx(2000.0, 1, begin_s=2800.0))
+    assert [(a.kind, a.job_id, a.begin_s) for a in renewed] == [("defer", "2", 3800.0)]
     assert evolved == [1]
+
+
+def test_a_held_job_is_renewed_before_its_hold_runs_out_at_the_simulators_pace():
+    """With passes the simulator's default interval apart, every pass leaves the job left
+    out held beyond the next pass: Slurm never sees its hold run out."""
+    interval_s = ClusterSpec().reconcile_interval_s
+    pol = get_policy("ones")
+    begin_s = None
+    for k in range(12):
+        now = 1000.0 + k * interval_s
+        for a in pol.reconcile(_ctx(now, 1, begin_s=begin_s)):
+            assert (a.kind, a.job_id) == ("defer", "2")
+            begin_s = a.begin_s
+        assert begin_s > now + interval_s
 
 
 @pytest.mark.parametrize("change", [{"version": 2}, {"pending": 2}, {"history_version": 1},
@@ -63,7 +78,7 @@ def test_a_change_evolves_again(evolved, change):
     pol = get_policy("ones")
     pol.reconcile(_ctx(1000.0, 1))
     args = {"version": 1, "pending": 1, "history_version": 0, **change}
-    pol.reconcile(_ctx(1100.0, args["version"], args["pending"], 1600.0,
+    pol.reconcile(_ctx(1100.0, args["version"], args["pending"], 2800.0,
                        args["history_version"]))
     assert evolved == [1, 1]
 
@@ -71,7 +86,7 @@ def test_a_change_evolves_again(evolved, change):
 def test_no_skip_without_a_nodes_version(evolved):
     pol = get_policy("ones")
     pol.reconcile(_ctx(1000.0, None))
-    pol.reconcile(_ctx(1100.0, None, begin_s=1600.0))
+    pol.reconcile(_ctx(1100.0, None, begin_s=2800.0))
     assert evolved == [1, 1]
 
 
@@ -79,7 +94,7 @@ def test_a_hysteresis_end_evolves_again(evolved):
     pol = get_policy("ones")
     young = {"busy_start_s": 900.0, "busy_elastic": True}    # movable from 1200 (300 s)
     pol.reconcile(_ctx(1000.0, 1, **young))
-    pol.reconcile(_ctx(1100.0, 1, begin_s=1600.0, **young))
+    pol.reconcile(_ctx(1100.0, 1, begin_s=2800.0, **young))
     assert evolved == [1]
-    pol.reconcile(_ctx(1250.0, 1, begin_s=1600.0, **young))
+    pol.reconcile(_ctx(1250.0, 1, begin_s=2800.0, **young))
     assert len(evolved) == 2

@@ -100,6 +100,25 @@ def _speedups(app: str | None, lo: int, hi: int, gpn: int, cap: int,
     return tuple((m, prior_at(p, m), prior_at(p, n_ref)) for m in _sizes(lo, hi, gpn, cap))
 
 
+@lru_cache(maxsize=4096)
+def _next_size(lo: int, hi: int, gpn: int, cap: int, n: int) -> int:
+    """The smallest allowed count above ``n`` (0: none)."""
+    return next((m for m in _sizes(lo, hi, gpn, cap) if m > n), 0)
+
+
+def _may_grow(cands: list[tuple], room: Room, gpn: int, cap: int) -> bool:
+    """Whether the refill could change a running job's option with no queued job in the
+    population: False only when every candidate is unprofiled (its next option is a larger
+    count, one of its allowed sizes) and no next allowed count fits (a larger one fits less)."""
+    for job, _, _, lo, hi, uses, n, prof in cands:
+        if prof:
+            return True     # another batch at the same count is a step of the refill too
+        m = _next_size(lo, hi, gpn, cap, n)
+        if m and room.fits(uses, m):
+            return True
+    return False
+
+
 def _range(job: Job, cap: int) -> tuple[int, int]:
     n = job.gpus * job.num_nodes
     if job.min_gpus is None or job.max_gpus is None or job.max_gpus <= job.min_gpus:
@@ -160,6 +179,26 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
     return useful, cur
 
 
+def _running_plans(cands: list[tuple], s: OnesSettings, gpn: int, cap: int,
+                   jobs: dict[str, Job], fracs: dict[str, float]) -> list[Plan]:
+    """The plans of the running jobs that may move (those with another option), at most
+    ``MAX_GENES``: the shortest and longest predicted remaining times; their jobs and
+    fractions done into ``jobs`` and ``fracs``."""
+    movable: list[tuple[float, Plan]] = []
+    for job, f, x, lo, hi, uses, n, _ in cands:
+        opts, cur = _options(job, n, x, s, gpn, cap, f, lo, hi)
+        if cur < 0 or len(opts) < 2:
+            continue
+        p = Plan(job.job_id, True, False, opts, cur, 1.0 - f, s.restart_cost_s,
+                 (job.submit_s, job.job_id), uses)
+        jobs[job.job_id], fracs[job.job_id] = job, f
+        movable.append((p.remaining / max(opts[cur][2], 1e-12), p))
+    if len(movable) > MAX_GENES:
+        movable.sort(key=lambda t: (t[0], t[1].job_id))
+        movable = movable[:MAX_GENES // 2] + movable[-MAX_GENES // 2:]
+    return [p for _, p in movable]
+
+
 class Ones:
     name = NAME
 
@@ -186,10 +225,9 @@ class Ones:
         waiting = False             # a job whose rate is not measured yet
         progress = ctx.readings.progress
         updates: dict[str, float] = {}
-        plans: list[Plan] = []
         jobs: dict[str, Job] = {}
         fracs: dict[str, float] = {}
-        movable: list[tuple[float, Plan]] = []
+        cands: list[tuple] = []     # running jobs that may move, read for their plans
         apps = _apps()
         seen, self._seen = self._seen, {}
         for job in _running(cluster):
@@ -218,18 +256,36 @@ class Ones:
                 waiting = waiting or (x is None and not young)
             if f is None or young or (x is None and not prof):
                 continue        # keeps its GPUs: not in the population
-            n = len(job.uses)
-            opts, cur = _options(job, n, x, s, gpn, cap, f, lo, hi)
-            if cur < 0 or len(opts) < 2:
-                continue
-            p = Plan(job.job_id, True, False, opts, cur, 1.0 - f, s.restart_cost_s,
-                     (job.submit_s, job.job_id), uses)
-            jobs[job.job_id], fracs[job.job_id] = job, f
-            movable.append((p.remaining / max(opts[cur][2], 1e-12), p))
-        if len(movable) > MAX_GENES:
-            movable.sort(key=lambda t: (t[0], t[1].job_id))
-            movable = movable[:MAX_GENES // 2] + movable[-MAX_GENES // 2:]
-        plans = [p for _, p in movable]
+            cands.append((job, f, x, lo, hi, uses, len(job.uses), prof))
+        queued_plans = self._queued_plans(cluster, now, hist, s, gpn, cap, jobs)
+        room = Room(_free(cluster), gpn)
+        plans = []
+        if queued_plans or _may_grow(cands, room, gpn, cap):
+            # else the running schedule refilled is the running one: no plan is needed
+            plans = _running_plans(cands, s, gpn, cap, jobs, fracs) + queued_plans
+        actions: list[Action] = []
+        if updates:
+            actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
+                                  why="ones: progress of new runs"))
+        genes: tuple[int, ...] = ()
+        if plans:
+            rng = random.Random(f"{s.seed}:{now!r}")
+            seed, best = evolve(plans, room, s.population, s.generations,
+                                s.crossover_p, s.mutation_p, rng, 1.0 + s.min_gain)
+            genes = (best if best[0] > seed[0] * (1.0 + s.min_gain) else seed)[1]
+            actions += self._actions(plans, genes, jobs, fracs, now, s, gpn)
+        if cluster.nodes_version is not None and not waiting and \
+                all(a.kind == "defer" and a.begin_s > now for a in actions):
+            held = tuple(p.job_id for p, g in zip(plans, genes) if g < 0 and not p.running)
+            self._quiet = Quiet(cluster.nodes_version, cluster.pending_count, ctx.history_version,
+                                until, held)
+        return tuple(actions)
+
+    def _queued_plans(self, cluster: Cluster, now: float, hist, s: OnesSettings, gpn: int,
+                      cap: int, jobs: dict[str, Job]) -> list[Plan]:
+        """The plans of the first ``lookahead`` queued jobs with options (each kept while its
+        view, fraction done, geometry and settings are the same); their jobs into ``jobs``."""
+        out = []
         queued, self._queued = self._queued, {}
         for job in _pending(cluster, s.lookahead):
             f = fraction_done(None, job, now, hist)
@@ -241,25 +297,9 @@ class Ones:
                     {}) if opts else None)
             self._queued[job.job_id] = c
             if c[2]:
-                plans.append(c[2])
+                out.append(c[2])
                 jobs[job.job_id] = job
-        actions: list[Action] = []
-        if updates:
-            actions.append(Action(kind="observe", job_id="", policy=NAME, predicted=updates,
-                                  why="ones: progress of new runs"))
-        genes: tuple[int, ...] = ()
-        if plans:
-            rng = random.Random(f"{s.seed}:{now!r}")
-            seed, best = evolve(plans, Room(_free(cluster), gpn), s.population, s.generations,
-                                s.crossover_p, s.mutation_p, rng, 1.0 + s.min_gain)
-            genes = (best if best[0] > seed[0] * (1.0 + s.min_gain) else seed)[1]
-            actions += self._actions(plans, genes, jobs, fracs, now, s, gpn)
-        if cluster.nodes_version is not None and not waiting and \
-                all(a.kind == "defer" and a.begin_s > now for a in actions):
-            held = tuple(p.job_id for p, g in zip(plans, genes) if g < 0 and not p.running)
-            self._quiet = Quiet(cluster.nodes_version, cluster.pending_count, ctx.history_version,
-                                until, held)
-        return tuple(actions)
+        return out
 
     @staticmethod
     def _actions(plans: list[Plan], genes: tuple[int, ...], jobs: dict[str, Job],

@@ -32,8 +32,9 @@ class OnesSettings:
     # a new schedule replaces the running one only when its predicted goodput is higher by
     # this share (changes cost restarts the prediction may not repay)
     min_gain: float = 0.05
-    # a pending job left out of the schedule is held (its start deferred) this long
-    hold_s: float = 600.0
+    # a pending job left out of the schedule is held (its start deferred) this long; holds
+    # are renewed once half has run out, so this must exceed twice the time between passes
+    hold_s: float = 1800.0
     # pending jobs considered per pass (queue order)
     lookahead: int = 64
     # resizes started per pass (bounds the requeue storm on a live cluster)
