@@ -134,6 +134,7 @@ class Simulator:
         self.bf_dirty = False
         self.bf_pending = False
         self.state_version = 0      # changes with any node, a --begin passing, a queue reorder
+        self.soft_version = 0       # changes that start nothing at any time: see _soft_change
         self.bf_resume: tuple | None = None
         self.t0 = self.now
         self.changed_nodes: set[int] = set(range(len(self.nodes)))
@@ -171,6 +172,12 @@ class Simulator:
                                "running_jobs": len(self.running), "pending_jobs": len(self.pending),
                                "nodes_on": self.nodes_on})
             self.now = t
+
+    def _soft_change(self) -> None:
+        """Record a change that makes no job startable or unstartable at any time (a hold
+        renewal, a --begin event gone stale, an observation): a backfill pass may still resume
+        after it when every node is powered and no job it skipped for its --begin is due."""
+        self.soft_version += 1
 
     def _touch(self, n: NodeState) -> None:
         n.dirty = True
@@ -260,7 +267,7 @@ class Simulator:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
             j.begin_s = pl.begin_s
-            self._push(pl.begin_s, _BEGIN, j)
+            self._push(pl.begin_s, _BEGIN, j, pl.begin_s)
 
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
@@ -497,11 +504,12 @@ class Simulator:
         horizon = self.now + _EPS
         self.bf_dirty = False
         version = self.state_version
-        if self.bf_resume is not None and self.bf_resume[0] == version:
-            _, i, considered, skip, head, res = self.bf_resume
+        if self._can_resume(horizon):
+            _, _, i, considered, skip, head, res, next_begin_s = self.bf_resume
             if considered >= depth or i >= len(q):
                 return
         else:
+            next_begin_s = inf      # the earliest --begin of a job the pass skipped for it
             res = None
             head: SimJob | None = None
             # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs,
@@ -510,12 +518,14 @@ class Simulator:
             i = considered = 0
         at_least, room = self._capacity()
         if at_least[1] == 0 and not room:
-            self.bf_resume = (self.state_version, len(q), 0, {}, None, None)
+            self.bf_resume = (self.state_version, self.soft_version, len(q), 0, {}, None, None, inf)
             return
         while i < len(q) and considered < depth:
             j = q[i]
             i += 1
             if j.begin_s > horizon:
+                if j.begin_s < next_begin_s:
+                    next_begin_s = j.begin_s
                 continue
             considered += 1
             shape = j.shape
@@ -547,8 +557,19 @@ class Simulator:
             if at_least[1] == 0 and not room:
                 break
         # a pass that started a job leaves nothing to resume: its reservation predates the start
-        self.bf_resume = (self.state_version, i, considered, skip, head, res) \
-            if self.state_version == version else None
+        self.bf_resume = (self.state_version, self.soft_version, i, considered, skip, head, res,
+                          next_begin_s) if self.state_version == version else None
+
+    def _can_resume(self, horizon_s: float) -> bool:
+        """Whether the pass goes on where the last one stopped: no change since but soft ones
+        (``_soft_change``), and after soft ones only when a fresh pass now would reach the same
+        state there: every node powered (an off node's resume time, so a reservation, moves
+        with now) and no job the last one skipped for its --begin due now."""
+        r = self.bf_resume
+        if r is None or r[0] != self.state_version:
+            return False
+        return r[1] == self.soft_version or (
+            self.nodes_on == self.spec.nodes and horizon_s < r[7])
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -744,16 +765,19 @@ class Simulator:
             self._apply(a)
 
     def _apply(self, a: Action) -> None:
-        self.state_version += 1
         m = self.metrics
         m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
+        j = self.by_id.get(a.job_id)
+        if self._soft_action(a, j):
+            self._soft_change()
+        else:
+            self.state_version += 1
         if a.kind == "observe":
             self.history.update(a.predicted)
             self.history_version += 1
             self.history_log[self.history_version] = tuple(a.predicted)
             self.history_log.pop(self.history_version - LOG_VERSIONS, None)
             return
-        j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":
             return
         if a.kind == "cancel":
@@ -766,7 +790,7 @@ class Simulator:
                 j.begin_s = max(self.now, a.begin_s)
                 self.job_views[j.id] = replace(
                     self.job_views[j.id], begin_s=j.begin_s if j.begin_s > j.t.submit_s else None)
-                self._push(j.begin_s, _BEGIN, j)
+                self._push(j.begin_s, _BEGIN, j, j.begin_s)
         elif a.kind == "power_cap":
             self._set_cap(j, a.power_cap_w)
         elif a.kind == "batch":     # the job follows the advice at its next step: no restart
@@ -801,6 +825,15 @@ class Simulator:
                 j.work_left += self.spec.restart_cost_s * j.scale
             self._enqueue(j)
         self.dirty = True
+
+    def _soft_action(self, a: Action, j: SimJob | None) -> bool:
+        """Whether ``a`` changes nothing a scheduler pass looks at (``_soft_change``): an
+        observation, a note, an unknown job, or a defer of a pending job from a --begin still
+        in the future to a later one (a hold renewal)."""
+        if a.kind == "observe" or a.kind == "note" or j is None:
+            return True
+        return (a.kind == "defer" and j.state == PENDING and a.begin_s is not None
+                and self.now + _EPS < j.begin_s <= a.begin_s)
 
     # ---------------------------------------------------------------- batch size (ones)
     def _batch_fields(self, j: SimJob) -> dict[str, Any]:
@@ -881,7 +914,10 @@ class Simulator:
                     self._finish(obj)
                 elif kind == _BEGIN:
                     self.dirty = True
-                    self.state_version += 1
+                    if obj.state == PENDING and obj.begin_s == token:
+                        self.state_version += 1
+                    else:
+                        self._soft_change()
                 elif kind == _TIMEOUT:
                     if obj.state == RUNNING and obj.end_by_s == token:
                         self._settle(obj)   # a job ending exactly at its limit is not killed
