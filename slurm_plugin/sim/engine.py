@@ -111,6 +111,9 @@ class Simulator:
         self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
         self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
         self.gpus_by_room[self.spec.shards_per_gpu] = self.spec.gpu_count
+        # (EASY) _avail by column: per k, when the k-th GPU of each node (by position) frees
+        self.avail_cols = [[0.0] * self.spec.nodes for _ in range(self.spec.gpus_per_node)]
+        self.avail_stale: set[int] = set()      # nodes whose column entries are out of date
         self.now = jobs[0].submit_s if jobs else 0.0
         for n in self.nodes:
             n.idle_since = self.now
@@ -181,7 +184,7 @@ class Simulator:
 
     def _touch(self, n: NodeState) -> None:
         n.dirty = True
-        n.avail = None
+        self._avail_changed(n)
         n.room = None
         self.changed_nodes.add(n.pos)
         self.state_version += 1
@@ -364,18 +367,50 @@ class Simulator:
         """Per node, when its k-th GPU becomes free (k = 1..gpus): a GPU frees when the last of
         its jobs reaches its time limit (Slurm's expected end); cached until the node changes."""
         if n.avail is None:
-            times = [0.0 if not g.jobs else max(jb.end_by_s for jb in g.jobs) for g in n.gpus]
+            times = [(g.jobs[0].end_by_s if len(g.jobs) == 1 else max(jb.end_by_s for jb in g.jobs))
+                     if g.jobs else 0.0 for g in n.gpus]
             times.sort()
             n.avail = times
         return n.avail
+
+    def _avail_changed(self, n: NodeState) -> None:
+        """``n``'s GPUs may free at other times: its ``_avail`` and column entries are stale."""
+        n.avail = None
+        self.avail_stale.add(n.pos)
+
+    def _avail_columns(self) -> list[list[float]]:
+        """``avail_cols``, brought up to date for the nodes changed since the last call."""
+        cols = self.avail_cols
+        for pos in self.avail_stale:
+            for col, t in zip(cols, self._avail(self.nodes[pos])):
+                col[pos] = t
+        self.avail_stale.clear()
+        return cols
+
+    def _soonest_nodes(self, g_need: int, count: int) -> list[NodeState] | None:
+        """The ``count`` nodes where ``g_need`` GPUs free soonest (ties: in node order), read
+        from the columns when the answer needs no clamping: every such time is later than now
+        and than 0 (a time of 0 is a free GPU, which a booting node has only after its
+        boot), so it is the node's time in ``_reserve``. None: ask ``_reserve``'s scan."""
+        col = self._avail_columns()[g_need - 1]
+        first_s = min(col)
+        if first_s <= self.now or first_s <= 0.0:
+            return None
+        if count == 1:
+            return [self.nodes[col.index(first_s)]]
+        return [self.nodes[p] for p in heapq.nsmallest(count, range(len(col)), key=col.__getitem__)]
 
     def _reserve(self, head: SimJob) -> tuple[float, dict[str, int]]:
         """Shadow time of the blocked head job and, per reserved node, GPUs left spare then."""
         g_need = head.per_node
         pinned = set(head.pin_nodes)
         now = self.now
-        if head.num_nodes == 1 and not pinned and self.nodes_on == self.spec.nodes:
-            return self._reserve_one(g_need)
+        if not pinned and self.nodes_on == self.spec.nodes:
+            soonest = self._soonest_nodes(g_need, head.num_nodes)
+            if soonest is not None:
+                return self._reservation(soonest, g_need)
+            if head.num_nodes == 1:
+                return self._reserve_one(g_need)
         cands: list[tuple[float, int, NodeState]] = []
         best: tuple[float, int, NodeState] | None = None     # one-node heads: the earliest
         one = head.num_nodes == 1
@@ -408,8 +443,14 @@ class Simulator:
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
-            spare[n.name] = sum(1 for x in self._avail(n) if x <= shadow) - g_need
+            spare[n.name] = bisect.bisect_right(self._avail(n), shadow) - g_need
         return (shadow, spare)
+
+    def _reservation(self, chosen: list[NodeState], g_need: int) -> tuple[float, dict[str, int]]:
+        """``_reserve``'s answer on ``chosen`` (soonest first), each node's time unclamped."""
+        shadow = self._avail(chosen[-1])[g_need - 1]
+        return (shadow, {n.name: bisect.bisect_right(self._avail(n), shadow) - g_need
+                         for n in chosen})
 
     def _reserve_one(self, g_need: int) -> tuple[float, dict[str, int]]:
         """``_reserve`` of a one-node head with every node powered and none pinned: the first
@@ -433,7 +474,7 @@ class Simulator:
                 best, best_t = n, t
         if best is None:
             return (float("inf"), {})
-        return (best_t, {best.name: sum(1 for x in best.avail if x <= best_t) - g_need})
+        return (best_t, {best.name: bisect.bisect_right(best.avail, best_t) - g_need})
 
     def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
         shadow, spare = res
@@ -669,7 +710,7 @@ class Simulator:
                     var = max(var, g.var[jb.cls.variability_class])
             jb.irate = irate
             for g in jb.gpus:
-                g.node.avail = None
+                self._avail_changed(g.node)
             jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
             jb.version += 1
             if jb.rate > 0:
