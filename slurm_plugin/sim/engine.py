@@ -107,8 +107,8 @@ class Simulator:
             self.settings = MappingProxyType({**self.settings, "profile_factors": MappingProxyType(
                 {(g.node.name, g.index): tuple(g.var[c] for c in "ABCD")
                  for n in self.nodes for g in n.gpus})})
-        # capacity indexes: nodes by free GPU count, shareable GPUs by free shards
-        self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
+        # capacity indexes: nodes with at least k free GPUs, shareable GPUs by free shards
+        self.nodes_at_least = [self.spec.nodes] * (self.spec.gpus_per_node + 1)
         self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
         self.gpus_by_room[self.spec.shards_per_gpu] = self.spec.gpu_count
         # (EASY) _avail by column: per k, when the k-th GPU of each node (by position) frees
@@ -518,14 +518,10 @@ class Simulator:
             self.bf_pending = True
 
     def _capacity(self) -> tuple[list[int], int]:
-        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node), and the most
-        free shards on one shareable GPU. A job asking for more cannot start, so a pass skips it
-        without a fit."""
-        at_least, acc = [], 0
-        for c in reversed(self.nodes_by_free):
-            acc += c
-            at_least.append(acc)
-        at_least.reverse()
+        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node; the index
+        itself, valid until the next start or release), and the most free shards on one
+        shareable GPU. A job asking for more cannot start, so a pass skips it without a fit."""
+        at_least = self.nodes_at_least
         room = len(self.gpus_by_room) - 1
         while room > 0 and not self.gpus_by_room[room]:
             room -= 1
@@ -624,9 +620,8 @@ class Simulator:
             by_room[self._gpu_room(g)] -= 1
             if not g.jobs:
                 self.free_total -= 1
-                self.nodes_by_free[g.node.free] -= 1
+                self.nodes_at_least[g.node.free] -= 1
                 g.node.free -= 1
-                self.nodes_by_free[g.node.free] += 1
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
@@ -763,9 +758,8 @@ class Simulator:
             if not g.jobs:
                 g.exclusive = False
                 self.free_total += 1
-                self.nodes_by_free[n.free] -= 1
                 n.free += 1
-                self.nodes_by_free[n.free] += 1
+                self.nodes_at_least[n.free] += 1
                 self._gpu_power(g)
             else:
                 left.append(g)

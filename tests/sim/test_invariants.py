@@ -37,8 +37,8 @@ class CheckedSimulator(Simulator):
             assert 0 <= g.shards_used <= self.spec.shards_per_gpu
             assert g.node.free == sum(1 for x in g.node.gpus if not x.jobs)
         assert 0 <= self.free_total <= self.spec.gpu_count
-        assert self.nodes_by_free == [sum(1 for n in self.nodes if n.free == k)
-                                      for k in range(self.spec.gpus_per_node + 1)]
+        assert self.nodes_at_least == [sum(1 for n in self.nodes if n.free >= k)
+                                       for k in range(self.spec.gpus_per_node + 1)]
         assert self.gpus_by_room == [sum(1 for n in self.nodes for x in n.gpus
                                          if self._gpu_room(x) == r)
                                      for r in range(self.spec.shards_per_gpu + 1)]
