@@ -41,8 +41,19 @@ class WeekAlignedCarbon:
         self._cum = [0.0]
         for v in hourly:
             self._cum.append(self._cum[-1] + v)
+        self._last = (float("nan"), 0.0)    # the last (time, integral) asked: see integral_h
 
     def _integral_to(self, t_s: float) -> float:
+        """The integral from the origin to ``t_s``; the last one asked is kept (one tuple, so
+        threads sharing the series never read a time with another time's value)."""
+        last = self._last
+        if last[0] == t_s:
+            return last[1]
+        value = self._integral_at(t_s)
+        self._last = (t_s, value)
+        return value
+
+    def _integral_at(self, t_s: float) -> float:
         x = (t_s - self.origin_s) / 3600
         n = len(self.hourly)
         wraps, r = divmod(x, n)
@@ -65,8 +76,10 @@ class WeekAlignedCarbon:
         return tuple((h * 3600.0, self.at(h * 3600.0)) for h in range(first, last + 1))
 
     def integral_h(self, t0_s: float, t1_s: float) -> float:
-        """Integral of the intensity over [t0, t1], in gCO2/kWh x hours."""
-        return self._integral_to(t1_s) - self._integral_to(t0_s)
+        """Integral of the intensity over [t0, t1], in gCO2/kWh x hours. The end is looked up
+        last, so back-to-back intervals (the simulator's events) look up each time once."""
+        start = self._integral_to(t0_s)
+        return self._integral_to(t1_s) - start
 
 
 def load_carbon(path: str | Path | None, zone: str, trace_start_s: float) -> WeekAlignedCarbon:

@@ -107,10 +107,13 @@ class Simulator:
             self.settings = MappingProxyType({**self.settings, "profile_factors": MappingProxyType(
                 {(g.node.name, g.index): tuple(g.var[c] for c in "ABCD")
                  for n in self.nodes for g in n.gpus})})
-        # capacity indexes: nodes by free GPU count, shareable GPUs by free shards
-        self.nodes_by_free = [0] * self.spec.gpus_per_node + [self.spec.nodes]
+        # capacity indexes: nodes with at least k free GPUs, shareable GPUs by free shards
+        self.nodes_at_least = [self.spec.nodes] * (self.spec.gpus_per_node + 1)
         self.gpus_by_room = [0] * (self.spec.shards_per_gpu + 1)
         self.gpus_by_room[self.spec.shards_per_gpu] = self.spec.gpu_count
+        # (EASY) _avail by column: per k, when the k-th GPU of each node (by position) frees
+        self.avail_cols = [[0.0] * self.spec.nodes for _ in range(self.spec.gpus_per_node)]
+        self.avail_stale: set[int] = set()      # nodes whose column entries are out of date
         self.now = jobs[0].submit_s if jobs else 0.0
         for n in self.nodes:
             n.idle_since = self.now
@@ -134,6 +137,7 @@ class Simulator:
         self.bf_dirty = False
         self.bf_pending = False
         self.state_version = 0      # changes with any node, a --begin passing, a queue reorder
+        self.soft_version = 0       # changes that start nothing at any time: see _soft_change
         self.bf_resume: tuple | None = None
         self.t0 = self.now
         self.changed_nodes: set[int] = set(range(len(self.nodes)))
@@ -172,9 +176,15 @@ class Simulator:
                                "nodes_on": self.nodes_on})
             self.now = t
 
+    def _soft_change(self) -> None:
+        """Record a change that makes no job startable or unstartable at any time (a hold
+        renewal, a --begin event gone stale, an observation): a backfill pass may still resume
+        after it when every node is powered and no job it skipped for its --begin is due."""
+        self.soft_version += 1
+
     def _touch(self, n: NodeState) -> None:
         n.dirty = True
-        n.avail = None
+        self._avail_changed(n)
         n.room = None
         self.changed_nodes.add(n.pos)
         self.state_version += 1
@@ -260,7 +270,7 @@ class Simulator:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
             j.begin_s = pl.begin_s
-            self._push(pl.begin_s, _BEGIN, j)
+            self._push(pl.begin_s, _BEGIN, j, pl.begin_s)
 
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
@@ -357,18 +367,50 @@ class Simulator:
         """Per node, when its k-th GPU becomes free (k = 1..gpus): a GPU frees when the last of
         its jobs reaches its time limit (Slurm's expected end); cached until the node changes."""
         if n.avail is None:
-            times = [0.0 if not g.jobs else max(jb.end_by_s for jb in g.jobs) for g in n.gpus]
+            times = [(g.jobs[0].end_by_s if len(g.jobs) == 1 else max(jb.end_by_s for jb in g.jobs))
+                     if g.jobs else 0.0 for g in n.gpus]
             times.sort()
             n.avail = times
         return n.avail
+
+    def _avail_changed(self, n: NodeState) -> None:
+        """``n``'s GPUs may free at other times: its ``_avail`` and column entries are stale."""
+        n.avail = None
+        self.avail_stale.add(n.pos)
+
+    def _avail_columns(self) -> list[list[float]]:
+        """``avail_cols``, brought up to date for the nodes changed since the last call."""
+        cols = self.avail_cols
+        for pos in self.avail_stale:
+            for col, t in zip(cols, self._avail(self.nodes[pos])):
+                col[pos] = t
+        self.avail_stale.clear()
+        return cols
+
+    def _soonest_nodes(self, g_need: int, count: int) -> list[NodeState] | None:
+        """The ``count`` nodes where ``g_need`` GPUs free soonest (ties: in node order), read
+        from the columns when the answer needs no clamping: every such time is later than now
+        and than 0 (a time of 0 is a free GPU, which a booting node has only after its
+        boot), so it is the node's time in ``_reserve``. None: ask ``_reserve``'s scan."""
+        col = self._avail_columns()[g_need - 1]
+        first_s = min(col)
+        if first_s <= self.now or first_s <= 0.0:
+            return None
+        if count == 1:
+            return [self.nodes[col.index(first_s)]]
+        return [self.nodes[p] for p in heapq.nsmallest(count, range(len(col)), key=col.__getitem__)]
 
     def _reserve(self, head: SimJob) -> tuple[float, dict[str, int]]:
         """Shadow time of the blocked head job and, per reserved node, GPUs left spare then."""
         g_need = head.per_node
         pinned = set(head.pin_nodes)
         now = self.now
-        if head.num_nodes == 1 and not pinned and self.nodes_on == self.spec.nodes:
-            return self._reserve_one(g_need)
+        if not pinned and self.nodes_on == self.spec.nodes:
+            soonest = self._soonest_nodes(g_need, head.num_nodes)
+            if soonest is not None:
+                return self._reservation(soonest, g_need)
+            if head.num_nodes == 1:
+                return self._reserve_one(g_need)
         cands: list[tuple[float, int, NodeState]] = []
         best: tuple[float, int, NodeState] | None = None     # one-node heads: the earliest
         one = head.num_nodes == 1
@@ -401,8 +443,14 @@ class Simulator:
         shadow = chosen[-1][0]
         spare = {}
         for _, _, n in chosen:
-            spare[n.name] = sum(1 for x in self._avail(n) if x <= shadow) - g_need
+            spare[n.name] = bisect.bisect_right(self._avail(n), shadow) - g_need
         return (shadow, spare)
+
+    def _reservation(self, chosen: list[NodeState], g_need: int) -> tuple[float, dict[str, int]]:
+        """``_reserve``'s answer on ``chosen`` (soonest first), each node's time unclamped."""
+        shadow = self._avail(chosen[-1])[g_need - 1]
+        return (shadow, {n.name: bisect.bisect_right(self._avail(n), shadow) - g_need
+                         for n in chosen})
 
     def _reserve_one(self, g_need: int) -> tuple[float, dict[str, int]]:
         """``_reserve`` of a one-node head with every node powered and none pinned: the first
@@ -426,7 +474,7 @@ class Simulator:
                 best, best_t = n, t
         if best is None:
             return (float("inf"), {})
-        return (best_t, {best.name: sum(1 for x in best.avail if x <= best_t) - g_need})
+        return (best_t, {best.name: bisect.bisect_right(best.avail, best_t) - g_need})
 
     def _backfill_ok(self, j: SimJob, gpus: list[GpuState], res: tuple[float, dict[str, int]]) -> bool:
         shadow, spare = res
@@ -470,14 +518,10 @@ class Simulator:
             self.bf_pending = True
 
     def _capacity(self) -> tuple[list[int], int]:
-        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node), and the most
-        free shards on one shareable GPU. A job asking for more cannot start, so a pass skips it
-        without a fit."""
-        at_least, acc = [], 0
-        for c in reversed(self.nodes_by_free):
-            acc += c
-            at_least.append(acc)
-        at_least.reverse()
+        """From the indexes: nodes with at least k free GPUs (k = 0..gpus per node; the index
+        itself, valid until the next start or release), and the most free shards on one
+        shareable GPU. A job asking for more cannot start, so a pass skips it without a fit."""
+        at_least = self.nodes_at_least
         room = len(self.gpus_by_room) - 1
         while room > 0 and not self.gpus_by_room[room]:
             room -= 1
@@ -497,11 +541,12 @@ class Simulator:
         horizon = self.now + _EPS
         self.bf_dirty = False
         version = self.state_version
-        if self.bf_resume is not None and self.bf_resume[0] == version:
-            _, i, considered, skip, head, res = self.bf_resume
+        if self._can_resume(horizon):
+            _, _, i, considered, skip, head, res, next_begin_s = self.bf_resume
             if considered >= depth or i >= len(q):
                 return
         else:
+            next_begin_s = inf      # the earliest --begin of a job the pass skipped for it
             res = None
             head: SimJob | None = None
             # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs,
@@ -510,12 +555,14 @@ class Simulator:
             i = considered = 0
         at_least, room = self._capacity()
         if at_least[1] == 0 and not room:
-            self.bf_resume = (self.state_version, len(q), 0, {}, None, None)
+            self.bf_resume = (self.state_version, self.soft_version, len(q), 0, {}, None, None, inf)
             return
         while i < len(q) and considered < depth:
             j = q[i]
             i += 1
             if j.begin_s > horizon:
+                if j.begin_s < next_begin_s:
+                    next_begin_s = j.begin_s
                 continue
             considered += 1
             shape = j.shape
@@ -547,8 +594,19 @@ class Simulator:
             if at_least[1] == 0 and not room:
                 break
         # a pass that started a job leaves nothing to resume: its reservation predates the start
-        self.bf_resume = (self.state_version, i, considered, skip, head, res) \
-            if self.state_version == version else None
+        self.bf_resume = (self.state_version, self.soft_version, i, considered, skip, head, res,
+                          next_begin_s) if self.state_version == version else None
+
+    def _can_resume(self, horizon_s: float) -> bool:
+        """Whether the pass goes on where the last one stopped: no change since but soft ones
+        (``_soft_change``), and after soft ones only when a fresh pass now would reach the same
+        state there: every node powered (an off node's resume time, so a reservation, moves
+        with now) and no job the last one skipped for its --begin due now."""
+        r = self.bf_resume
+        if r is None or r[0] != self.state_version:
+            return False
+        return r[1] == self.soft_version or (
+            self.nodes_on == self.spec.nodes and horizon_s < r[7])
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -562,9 +620,8 @@ class Simulator:
             by_room[self._gpu_room(g)] -= 1
             if not g.jobs:
                 self.free_total -= 1
-                self.nodes_by_free[g.node.free] -= 1
+                self.nodes_at_least[g.node.free] -= 1
                 g.node.free -= 1
-                self.nodes_by_free[g.node.free] += 1
             g.jobs.append(j)
             g.exclusive = not j.share
             g.shards_used += j.shards
@@ -648,7 +705,7 @@ class Simulator:
                     var = max(var, g.var[jb.cls.variability_class])
             jb.irate = irate
             for g in jb.gpus:
-                g.node.avail = None
+                self._avail_changed(g.node)
             jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
             jb.version += 1
             if jb.rate > 0:
@@ -701,9 +758,8 @@ class Simulator:
             if not g.jobs:
                 g.exclusive = False
                 self.free_total += 1
-                self.nodes_by_free[n.free] -= 1
                 n.free += 1
-                self.nodes_by_free[n.free] += 1
+                self.nodes_at_least[n.free] += 1
                 self._gpu_power(g)
             else:
                 left.append(g)
@@ -744,16 +800,19 @@ class Simulator:
             self._apply(a)
 
     def _apply(self, a: Action) -> None:
-        self.state_version += 1
         m = self.metrics
         m.actions[a.kind] = m.actions.get(a.kind, 0) + 1
+        j = self.by_id.get(a.job_id)
+        if self._soft_action(a, j):
+            self._soft_change()
+        else:
+            self.state_version += 1
         if a.kind == "observe":
             self.history.update(a.predicted)
             self.history_version += 1
             self.history_log[self.history_version] = tuple(a.predicted)
             self.history_log.pop(self.history_version - LOG_VERSIONS, None)
             return
-        j = self.by_id.get(a.job_id)
         if j is None or a.kind == "note":
             return
         if a.kind == "cancel":
@@ -766,7 +825,7 @@ class Simulator:
                 j.begin_s = max(self.now, a.begin_s)
                 self.job_views[j.id] = replace(
                     self.job_views[j.id], begin_s=j.begin_s if j.begin_s > j.t.submit_s else None)
-                self._push(j.begin_s, _BEGIN, j)
+                self._push(j.begin_s, _BEGIN, j, j.begin_s)
         elif a.kind == "power_cap":
             self._set_cap(j, a.power_cap_w)
         elif a.kind == "batch":     # the job follows the advice at its next step: no restart
@@ -801,6 +860,15 @@ class Simulator:
                 j.work_left += self.spec.restart_cost_s * j.scale
             self._enqueue(j)
         self.dirty = True
+
+    def _soft_action(self, a: Action, j: SimJob | None) -> bool:
+        """Whether ``a`` changes nothing a scheduler pass looks at (``_soft_change``): an
+        observation, a note, an unknown job, or a defer of a pending job from a --begin still
+        in the future to a later one (a hold renewal)."""
+        if a.kind == "observe" or a.kind == "note" or j is None:
+            return True
+        return (a.kind == "defer" and j.state == PENDING and a.begin_s is not None
+                and self.now + _EPS < j.begin_s <= a.begin_s)
 
     # ---------------------------------------------------------------- batch size (ones)
     def _batch_fields(self, j: SimJob) -> dict[str, Any]:
@@ -881,7 +949,10 @@ class Simulator:
                     self._finish(obj)
                 elif kind == _BEGIN:
                     self.dirty = True
-                    self.state_version += 1
+                    if obj.state == PENDING and obj.begin_s == token:
+                        self.state_version += 1
+                    else:
+                        self._soft_change()
                 elif kind == _TIMEOUT:
                     if obj.state == RUNNING and obj.end_by_s == token:
                         self._settle(obj)   # a job ending exactly at its limit is not killed

@@ -37,8 +37,8 @@ class CheckedSimulator(Simulator):
             assert 0 <= g.shards_used <= self.spec.shards_per_gpu
             assert g.node.free == sum(1 for x in g.node.gpus if not x.jobs)
         assert 0 <= self.free_total <= self.spec.gpu_count
-        assert self.nodes_by_free == [sum(1 for n in self.nodes if n.free == k)
-                                      for k in range(self.spec.gpus_per_node + 1)]
+        assert self.nodes_at_least == [sum(1 for n in self.nodes if n.free >= k)
+                                       for k in range(self.spec.gpus_per_node + 1)]
         assert self.gpus_by_room == [sum(1 for n in self.nodes for x in n.gpus
                                          if self._gpu_room(x) == r)
                                      for r in range(self.spec.shards_per_gpu + 1)]
@@ -321,5 +321,29 @@ def test_resumed_backfill_passes_decide_as_fresh_ones(tmp_path, case, make_trace
     name = ("slurm-default", "fifo-packed", "gandiva", "eaco")[case % 4]
     a = Simulator(jobs, spec, get_policy(name), seed=case).run()
     b = _FreshPasses(jobs, spec, get_policy(name), seed=case).run()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert a == b
+
+
+class _HardSoftChanges(Simulator):
+    """Every soft change (a hold renewal, a stale --begin event) counts as a state change, so
+    no backfill pass resumes after one."""
+
+    def _soft_change(self):
+        self.state_version += 1
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_passes_resumed_after_soft_changes_decide_as_fresh_ones(tmp_path, case, make_trace):
+    rng = random.Random(2000 + case)
+    spec = ClusterSpec(nodes=rng.randint(1, 4), gpus_per_node=rng.choice([2, 4, 8]),
+                       bf_interval_s=rng.choice([2.0, 30.0]),
+                       reconcile_interval_s=rng.choice([30.0, 60.0, 300.0]),
+                       suspend_time_s=rng.choice([None, 600.0]))
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, 150, spec.gpu_count), "canonical")
+    name = ("tiresias", "greenflow", "elastic", "gandiva")[case % 4]
+    carbon = load_carbon(None, "GB", jobs[0].submit_s)
+    a = Simulator(jobs, spec, get_policy(name), seed=case, carbon=carbon).run()
+    b = _HardSoftChanges(jobs, spec, get_policy(name), seed=case, carbon=carbon).run()
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     assert a == b
