@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from slurm_plugin.model import Action
-from slurm_plugin.policy.tiresias.decide import Tiresias, _pending
+from slurm_plugin.policy.queue import first_queued
+from slurm_plugin.policy.tiresias.decide import Tiresias
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.trace import TraceJob
@@ -35,8 +36,8 @@ class Twin(Tiresias):
             plain = cluster.__class__(nodes=cluster.nodes, jobs=cluster.jobs,
                                       taken_s=cluster.taken_s, pending_count=cluster.pending_count)
             for k in (1, 3, 256):
-                assert [j.job_id for j in _pending(cluster, k)] == \
-                    [j.job_id for j in _pending(plain, k)]
+                assert [j.job_id for j in first_queued(cluster, k)] == \
+                    [j.job_id for j in first_queued(plain, k)]
             self.pending_checked += 1
         return got
 

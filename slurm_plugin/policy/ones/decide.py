@@ -20,7 +20,6 @@ A non-elastic job is never resized (a queued one may be held or released).
 
 from __future__ import annotations
 
-import heapq
 import random
 from functools import lru_cache
 
@@ -29,6 +28,7 @@ from ..base import Context
 from ..elastic.decide import _free_map, _geometry, elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
 from ..elastic.track import node_facts
+from ..queue import first_queued
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate, with_reported_batch
 from .predict import best_batch, goodput, lr_scale
@@ -63,13 +63,6 @@ def _running(cluster: Cluster) -> list[Job]:
                 if job is not None and job.running and not job.shards:
                     out.append(job)
     return out
-
-
-def _pending(cluster: Cluster, limit: int) -> list[Job]:
-    if cluster.pending_count == 0:
-        return []
-    out = [j for j in cluster.jobs.values() if j.state == "PENDING" and not j.shards]
-    return heapq.nsmallest(limit, out, key=lambda j: (j.submit_s, j.job_id))
 
 
 _APPS: list = []     # the profiled applications, read on first use
@@ -287,7 +280,7 @@ class Ones:
         view, fraction done, geometry and settings are the same); their jobs into ``jobs``."""
         out = []
         queued, self._queued = self._queued, {}
-        for job in _pending(cluster, s.lookahead):
+        for job in first_queued(cluster, s.lookahead):
             f = fraction_done(None, job, now, hist)
             c = queued.get(job.job_id)
             if c is None or c[0] is not job or c[1] != (f, gpn, cap, s):

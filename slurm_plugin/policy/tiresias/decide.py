@@ -14,11 +14,10 @@ nothing again without reading the jobs."""
 
 from __future__ import annotations
 
-import heapq
-
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
 from ..elastic.track import node_facts
+from ..queue import first_queued
 from .observe import attained, record
 from .settings import parse_settings
 
@@ -47,39 +46,7 @@ def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job], int]:
                 job = jobs.get(jid)
                 if job is not None and job.running:
                     running[jid] = job
-    return list(running.values()), _pending(cluster, lookahead), gpus
-
-
-def _by_submission(job: Job) -> tuple:
-    return job.submit_s, job.job_id
-
-
-def _pending(cluster: Cluster, lookahead: int) -> list[Job]:
-    """The first ``lookahead`` pending jobs holding whole GPUs by (submission, id). From the
-    caller's priority order where it keeps one (read up to the last submission time taken,
-    while that order is by submission); else, or where it is not (--nice tiers), from every
-    job."""
-    if cluster.pending_count == 0:
-        return []
-    order = cluster.pending_jobs
-    if order is not None:
-        out: list[Job] = []
-        last = -float("inf")
-        for j in order:
-            t = j.submit_s
-            if t < last:
-                break           # not by submission: read them all
-            if len(out) >= lookahead and t > last:
-                out.sort(key=_by_submission)
-                return out[:lookahead]
-            last = t
-            if not j.shards:
-                out.append(j)
-        else:
-            out.sort(key=_by_submission)
-            return out[:lookahead]
-    return heapq.nsmallest(lookahead, (j for j in cluster.jobs.values()
-                                       if j.pending and not j.shards), key=_by_submission)
+    return list(running.values()), first_queued(cluster, lookahead), gpus
 
 
 def _rank(row: tuple) -> tuple:
