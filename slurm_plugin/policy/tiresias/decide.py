@@ -49,10 +49,6 @@ def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job], int]:
     return list(running.values()), first_queued(cluster, lookahead), gpus
 
 
-def _rank(row: tuple) -> tuple:
-    return row[:3]      # queue, submission, job id
-
-
 class Tiresias:
     name = NAME
 
@@ -93,7 +89,7 @@ class Tiresias:
                 until = row[5]
             ranked.append((row[1], job.submit_s, jid, job, a))
         self._rows = seen
-        ranked.sort(key=_rank)
+        ranked.sort()       # queue, submission, job id (unique: the rest is never compared)
         actions: list[Action] = []
         preempt = s.max_preemptions_per_pass
         hold_s = s.hold_s
