@@ -25,6 +25,7 @@ import bisect
 import heapq
 import time
 from dataclasses import replace as dc_replace
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -52,9 +53,9 @@ _EPS = 1e-9
 LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
 
 
-def _priority(j: SimJob) -> tuple[int, float, int]:
-    """Queue order: the --nice tier, then submit order (Slurm's priority here)."""
-    return (j.nice, j.t.submit_s, j.t.line)
+# Queue order: the --nice tier, then submit order (Slurm's priority here); SimJob.prio is
+# (nice, submit, trace line), set each time the job is queued
+_priority = attrgetter("prio")
 
 
 class Simulator:
@@ -119,6 +120,10 @@ class Simulator:
             n.idle_since = self.now
         self.free_total = self.spec.gpu_count
         self.pending: list[SimJob] = []
+        # the pending jobs whose --begin has passed, in priority order (what the scheduler
+        # passes walk: a held job is never walked), and (begin, seq, job) of the others
+        self.ready: list[SimJob] = []
+        self.wake: list[tuple] = []
         self.pending_shared = 0
         self.running: dict[str, SimJob] = {}
         self.job_views: dict[str, Job] = {}
@@ -290,13 +295,15 @@ class Simulator:
 
     def _enqueue(self, j: SimJob) -> None:
         j.state = PENDING
+        j.prio = (j.nice, j.t.submit_s, j.t.line)
         q = self.pending
-        if q and (q[-1].nice, q[-1].t.submit_s, q[-1].t.line) > (j.nice, j.t.submit_s, j.t.line):
+        if q and q[-1].prio > j.prio:
             # requeued (keeps its priority) or a lower --nice tier: goes in by priority
             bisect.insort(q, j, key=_priority)
             self.state_version += 1
         else:
             q.append(j)
+        self._place_pending(j)
         self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
@@ -308,6 +315,56 @@ class Simulator:
                                    power_cap_w=j.cap_w, min_gpus=j.t.min_gpus,
                                    max_gpus=j.t.max_gpus, **self._batch_fields(j))
         self.dirty = True
+
+    def _place_pending(self, j: SimJob) -> None:
+        """A pending job into ``ready`` if its --begin has passed, else a wake entry at its
+        --begin (none if it has one at or before it: ``_wake_due`` moves it on)."""
+        if j.begin_s <= self.now + _EPS:
+            if not j.ready:
+                r = self.ready
+                if r and r[-1].prio > j.prio:
+                    bisect.insort(r, j, key=_priority)
+                    self.state_version += 1
+                else:
+                    r.append(j)
+                j.ready = True
+        elif j.wake_s is None or j.wake_s > j.begin_s:
+            self.seq += 1
+            heapq.heappush(self.wake, (j.begin_s, self.seq, j))
+            j.wake_s = j.begin_s
+
+    def _wake_due(self) -> None:
+        """Held jobs whose --begin has now passed go into ``ready`` (a change: no backfill pass
+        resumes over it); an entry for a job held longer since moves to its --begin."""
+        w, horizon = self.wake, self.now + _EPS
+        while w and w[0][0] <= horizon:
+            b, _, j = heapq.heappop(w)
+            if j.wake_s != b:
+                continue            # a duplicate of a later entry
+            j.wake_s = None
+            if j.state == PENDING and not j.ready:
+                self._place_pending(j)
+                self.state_version += 1
+
+    def _unqueue(self, j: SimJob) -> None:
+        """Take a pending job out of the queue (and out of ``ready``)."""
+        q = self.pending
+        k = bisect.bisect_left(q, j.prio, key=_priority)
+        if k < len(q) and q[k] is j:
+            del q[k]
+        else:
+            q.remove(j)
+        if j.ready:
+            self._unready(j)
+
+    def _unready(self, j: SimJob) -> None:
+        r = self.ready
+        k = bisect.bisect_left(r, j.prio, key=_priority)
+        if k < len(r) and r[k] is j:
+            del r[k]
+        else:
+            r.remove(j)
+        j.ready = False
 
     # ---------------------------------------------------------------- fitting
     def _node_order(self) -> list[NodeState]:
@@ -494,21 +551,20 @@ class Simulator:
         """The main scheduler: start jobs in priority order until the first that cannot start
         (it blocks the partition for the rest of the pass); a blocked queue asks for a backfill
         pass at the next ``bf_interval_s`` tick."""
-        q = self.pending
-        i = considered = 0
+        self._wake_due()
+        r = self.ready
+        considered = 0
         now = self.now
-        while i < len(q) and considered < self.spec.backfill_depth:
-            j = q[i]
-            if j.begin_s > now + _EPS:
-                i += 1
-                continue
+        while r and considered < self.spec.backfill_depth:
+            j = r[0]
             considered += 1
             gpus = self._fit(j)
             if gpus is None:
                 break
-            del q[i]
+            self._unqueue(j)
             self.pending_shared -= j.share
             self._start(j, gpus)
+        q = self.pending
         self.dirty = False
         self.bf_dirty = True
         if q and not self.bf_pending:
@@ -531,22 +587,22 @@ class Simulator:
         return 0 if g.exclusive else self.spec.shards_per_gpu - g.shards_used
 
     def _backfill(self) -> None:
-        """One backfill pass: every job in priority order, up to ``backfill_depth`` of them; the
-        first that cannot start gets the reservation (EASY). A pass after one that started
-        nothing, with no node changed since (``state_version``), goes on where that one
-        stopped: the jobs it looked at would fail again, only jobs submitted since are new."""
-        q = self.pending
+        """One backfill pass: every job past its --begin (``ready``) in priority order, up to
+        ``backfill_depth`` of them; the first that cannot start gets the reservation (EASY). A
+        pass after one that started nothing, with no node changed since (``state_version``),
+        goes on where that one stopped: the jobs it looked at would fail again, only jobs
+        submitted since are new."""
+        self._wake_due()
+        q = self.ready
         depth = self.spec.backfill_depth
         inf = float("inf")
-        horizon = self.now + _EPS
         self.bf_dirty = False
         version = self.state_version
-        if self._can_resume(horizon):
-            _, _, i, considered, skip, head, res, next_begin_s = self.bf_resume
+        if self._can_resume():
+            _, _, i, considered, skip, head, res = self.bf_resume
             if considered >= depth or i >= len(q):
                 return
         else:
-            next_begin_s = inf      # the earliest --begin of a job the pass skipped for it
             res = None
             head: SimJob | None = None
             # shape -> the shortest limit that cannot start now: 0 when the shape got no GPUs,
@@ -555,15 +611,11 @@ class Simulator:
             i = considered = 0
         at_least, room = self._capacity()
         if at_least[1] == 0 and not room:
-            self.bf_resume = (self.state_version, self.soft_version, len(q), 0, {}, None, None, inf)
+            self.bf_resume = (self.state_version, self.soft_version, len(q), 0, {}, None, None)
             return
         while i < len(q) and considered < depth:
             j = q[i]
             i += 1
-            if j.begin_s > horizon:
-                if j.begin_s < next_begin_s:
-                    next_begin_s = j.begin_s
-                continue
             considered += 1
             shape = j.shape
             if j.limit_s >= skip.get(shape, inf):
@@ -587,26 +639,25 @@ class Simulator:
                     skip[shape] = j.limit_s
                 i += 1
                 continue
-            del q[i]
+            self._unqueue(j)
             self.pending_shared -= j.share
             self._start(j, gpus)
             at_least, room = self._capacity()
             if at_least[1] == 0 and not room:
                 break
         # a pass that started a job leaves nothing to resume: its reservation predates the start
-        self.bf_resume = (self.state_version, self.soft_version, i, considered, skip, head, res,
-                          next_begin_s) if self.state_version == version else None
+        self.bf_resume = (self.state_version, self.soft_version, i, considered, skip, head,
+                          res) if self.state_version == version else None
 
-    def _can_resume(self, horizon_s: float) -> bool:
+    def _can_resume(self) -> bool:
         """Whether the pass goes on where the last one stopped: no change since but soft ones
         (``_soft_change``), and after soft ones only when a fresh pass now would reach the same
         state there: every node powered (an off node's resume time, so a reservation, moves
-        with now) and no job the last one skipped for its --begin due now."""
+        with now). A held job whose --begin passed is a change (``_wake_due``)."""
         r = self.bf_resume
         if r is None or r[0] != self.state_version:
             return False
-        return r[1] == self.soft_version or (
-            self.nodes_on == self.spec.nodes and horizon_s < r[7])
+        return r[1] == self.soft_version or self.nodes_on == self.spec.nodes
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
@@ -826,6 +877,9 @@ class Simulator:
                 self.job_views[j.id] = replace(
                     self.job_views[j.id], begin_s=j.begin_s if j.begin_s > j.t.submit_s else None)
                 self._push(j.begin_s, _BEGIN, j, j.begin_s)
+                if j.ready and j.begin_s > self.now + _EPS:
+                    self._unready(j)
+                self._place_pending(j)
         elif a.kind == "power_cap":
             self._set_cap(j, a.power_cap_w)
         elif a.kind == "batch":     # the job follows the advice at its next step: no restart
@@ -906,7 +960,7 @@ class Simulator:
             if left:
                 self._retune(left)
         elif j.state == PENDING:
-            self.pending.remove(j)
+            self._unqueue(j)
             self.pending_shared -= j.share
             self.state_version += 1
 

@@ -74,7 +74,8 @@ class SimJob:
                  "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
                  "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
-                 "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch")
+                 "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch", "ready",
+                 "wake_s", "prio")
 
     def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
         self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
@@ -110,6 +111,9 @@ class SimJob:
         self.end_by_s = float("inf")     # Slurm's end time of the current run: start + limit
         self.shape: tuple[int, int, int] | None = None  # (GPUs per node, nodes, shards); None: pinned
         self.batch: int | None = None    # global batch a resize set (None: the trace's per GPU)
+        self.ready = False               # pending and its --begin passed: in Simulator.ready
+        self.wake_s: float | None = None     # the time of its one live Simulator.wake entry
+        self.prio: tuple = ()            # its queue order (Simulator._enqueue)
 
     @property
     def total_gpus(self) -> int:
