@@ -1002,11 +1002,13 @@ class Simulator:
                         continue
                     self._finish(obj)
                 elif kind == _BEGIN:
+                    # a stale one still wakes the scheduler: its backfill pass may start jobs
+                    # a pass before it left (see docs/simulator.md, "Engine, per job")
+                    self.dirty = True
                     if obj.state == PENDING and obj.begin_s == token:
                         self.state_version += 1
-                        self.dirty = True
                     else:
-                        self._soft_change()     # gone stale: nothing to start for it
+                        self._soft_change()
                 elif kind == _TIMEOUT:
                     if obj.state == RUNNING and obj.end_by_s == token:
                         self._settle(obj)   # a job ending exactly at its limit is not killed
