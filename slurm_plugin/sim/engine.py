@@ -58,6 +58,15 @@ LOG_VERSIONS = 4096     # recent history and node versions whose changes a polic
 _priority = attrgetter("prio")
 
 
+def _remove_queued(q: list[SimJob], j: SimJob) -> None:
+    """Take ``j`` out of a list in queue order (found by bisection)."""
+    k = bisect.bisect_left(q, j.prio, key=_priority)
+    if k < len(q) and q[k] is j:
+        del q[k]
+    else:
+        q.remove(j)
+
+
 class Simulator:
     """One run of one policy over one trace. ``run()`` returns the metrics dict."""
 
@@ -348,22 +357,12 @@ class Simulator:
 
     def _unqueue(self, j: SimJob) -> None:
         """Take a pending job out of the queue (and out of ``ready``)."""
-        q = self.pending
-        k = bisect.bisect_left(q, j.prio, key=_priority)
-        if k < len(q) and q[k] is j:
-            del q[k]
-        else:
-            q.remove(j)
+        _remove_queued(self.pending, j)
         if j.ready:
             self._unready(j)
 
     def _unready(self, j: SimJob) -> None:
-        r = self.ready
-        k = bisect.bisect_left(r, j.prio, key=_priority)
-        if k < len(r) and r[k] is j:
-            del r[k]
-        else:
-            r.remove(j)
+        _remove_queued(self.ready, j)
         j.ready = False
 
     # ---------------------------------------------------------------- fitting
