@@ -166,6 +166,9 @@ class Cluster:
     # When the caller keeps them in order (the simulator): the pending jobs in Slurm's priority
     # order (--nice tier, then submission), read lazily; None: a policy sorts ``jobs`` itself
     pending_jobs: Sequence[Job] | None = None
+    # how many of ``pending_jobs`` wait in a later tier than 0 (none: that order is by
+    # submission); None: unknown
+    pending_tiered: int | None = None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

@@ -134,6 +134,7 @@ class Simulator:
         self.ready: list[SimJob] = []
         self.wake: list[tuple] = []
         self.pending_shared = 0
+        self.pending_tiered = 0     # pending jobs in a later --nice tier than 0
         self.running: dict[str, SimJob] = {}
         self.job_views: dict[str, Job] = {}
         self.jobs_view = MappingProxyType(self.job_views)
@@ -218,7 +219,8 @@ class Simulator:
             self.node_views = tuple(views)
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
                           pending_count=len(self.pending), nodes_version=self.nodes_version,
-                          nodes_log=self.nodes_log_view, pending_jobs=self.pending_view)
+                          nodes_log=self.nodes_log_view, pending_jobs=self.pending_view,
+                          pending_tiered=self.pending_tiered)
         ci, forecast = None, ()
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)
@@ -305,6 +307,7 @@ class Simulator:
     def _enqueue(self, j: SimJob) -> None:
         j.state = PENDING
         j.prio = (j.nice, j.t.submit_s, j.t.line)
+        self.pending_tiered += j.nice > 0
         q = self.pending
         if q and q[-1].prio > j.prio:
             # requeued (keeps its priority) or a lower --nice tier: goes in by priority
@@ -358,6 +361,7 @@ class Simulator:
     def _unqueue(self, j: SimJob) -> None:
         """Take a pending job out of the queue (and out of ``ready``)."""
         _remove_queued(self.pending, j)
+        self.pending_tiered -= j.nice > 0
         if j.ready:
             self._unready(j)
 
