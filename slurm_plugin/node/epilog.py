@@ -78,13 +78,21 @@ def _reset_caps(cfg: config.SiteConfig, node: str, job_id: str) -> None:
 def _admin_comment(cfg: config.SiteConfig, job_id: str, summary: str) -> None:
     """Put ``summary`` into the job's AdminComment in the accounting database (the job has
     ended for slurmctld by now, so ``sacctmgr modify job``), replacing an earlier energy
-    summary and keeping anything else there (``job_submit.lua``'s ``wb:uid=..`` record).
+    summary and keeping anything else there (``job_submit.lua``'s ``wb:uid=..`` record). What
+    is there is read from slurmctld while it still lists the job: the database may not have
+    the record yet (a short job on a busy controller), and writing over it would lose it.
     Users cannot set AdminComment."""
+    from ..slurm.actions import admin_comment_now
     from ..slurm.cli import slurm
 
     try:
-        old = slurm("sacct", ["-n", "-X", "-P", "-o", "AdminComment", "-j", job_id],
-                    cfg).stdout.strip()
+        try:
+            old = admin_comment_now(job_id, cfg)
+        except CommandError:
+            old = None          # slurmctld not answering: the database's copy
+        if old is None:
+            old = slurm("sacct", ["-n", "-X", "-P", "-o", "AdminComment", "-j", job_id],
+                        cfg).stdout.strip()
         kept = [p for p in old.split(" ") if p and not p.startswith(SUMMARY_PREFIX)]
         slurm("sacctmgr", ["-i", "modify", "job", "where", f"jobid={job_id}", "set",
                            f"AdminComment={' '.join([*kept, summary])}"], cfg)

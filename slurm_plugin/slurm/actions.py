@@ -158,14 +158,21 @@ def set_power_cap(job_id: str, power_cap_w: float | None, cfg: SiteConfig) -> No
     if power_cap_w is not None and not 0 < power_cap_w < 1e5:
         raise InputError(f"slurm: power cap {power_cap_w!r} W for job {job_id}: give a "
                          "positive number of watts, or none")
-    jobs = slurm_json("squeue", [f"--jobs={_check_id(job_id)}"], cfg).get("jobs") or []
-    old = next((str(j.get("admin_comment") or "") for j in jobs
-                if str(j.get("job_id")) == str(job_id)), None)
+    old = admin_comment_now(job_id, cfg)
     if old is None:
         raise InputError(f"slurm: job {job_id} is not in squeue: no power cap to set")
     new = with_cap(old, power_cap_w)
     if new != old:
         _scontrol(["update", f"jobid={job_id}", f"AdminComment={new}"], cfg)
+
+
+def admin_comment_now(job_id: str, cfg: SiteConfig) -> str | None:
+    """A job's AdminComment as slurmctld has it (``squeue --json``: pending, running and
+    completing jobs), None when squeue does not list the job. The accounting database gets it
+    later, so a job that ends soon after it started may not have it there yet."""
+    jobs = slurm_json("squeue", [f"--jobs={_check_id(job_id)}"], cfg).get("jobs") or []
+    return next((str(j.get("admin_comment") or "") for j in jobs
+                 if str(j.get("job_id")) == str(job_id)), None)
 
 
 def cancel(job_id: str, cfg: SiteConfig) -> None:
