@@ -58,6 +58,7 @@ class Actuator(Protocol):
     def requeue_hold(self, job_id: str) -> None: ...
     def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None: ...
     def whole_gpus(self, job_id: str) -> None: ...
+    def set_tier(self, job_id: str, tier: int) -> None: ...
     def release(self, job_id: str) -> None: ...
     def start_now(self, job_id: str) -> None: ...
     def defer(self, job_id: str, begin_s: float) -> None: ...
@@ -92,7 +93,7 @@ class Outcome:
         a = self.action
         return {"kind": a.kind, "job_id": a.job_id, "policy": a.policy, "gpus": a.gpus,
                 "begin_s": a.begin_s, "why": a.why, "predicted": dict(a.predicted),
-                "batch_size": a.batch_size, "lr_scale": a.lr_scale,
+                "batch_size": a.batch_size, "lr_scale": a.lr_scale, "nice": a.nice,
                 "status": self.status, "detail": self.detail, "recovered": self.recovered}
 
 
@@ -151,6 +152,8 @@ def _run_step(actuator: Actuator, step: str, action: Action) -> None:
             actuator.set_gpus(action.job_id, int(action.gpus or 1), action.num_nodes)
     elif step == "defer":
         actuator.defer(action.job_id, float(action.begin_s or time.time()))
+    elif step == "set_tier":
+        actuator.set_tier(action.job_id, int(action.nice or 0))
     elif step == "set_power_cap":
         actuator.set_power_cap(action.job_id, action.power_cap_w)
     elif step == "advise":
@@ -174,13 +177,16 @@ def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
     return False, "; the job was released as it is"
 
 
-def _with_advice(steps: tuple[str, ...], action: Action) -> tuple[str, ...]:
-    """A resize that sets a batch also writes the advice, once the GPU count is set and before
-    the job is released: its next run reads it at start."""
-    if action.kind != "resize" or action.batch_size is None:
+def _with_extra_steps(steps: tuple[str, ...], action: Action) -> tuple[str, ...]:
+    """A resize that sets a batch also writes the advice, and one that sets a queue tier sets
+    it, once the GPU count is set and before the job is released: its next run reads the
+    advice at start, and it waits in that tier."""
+    if action.kind != "resize" or "set_gpus" not in steps:
         return steps
+    extra = (("advise",) if action.batch_size is not None else ()) + \
+        (("set_tier",) if action.nice is not None else ())
     at = steps.index("set_gpus") + 1
-    return (*steps[:at], "advise", *steps[at:])
+    return (*steps[:at], *extra, *steps[at:])
 
 
 def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ...]:
@@ -191,10 +197,10 @@ def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ..
         try:
             view = actuator.observe(action.job_id)
         except WattError:
-            return _with_advice(STEPS["resize"], action)   # the first step reads the job again
+            return _with_extra_steps(STEPS["resize"], action)   # the first step reads the job again
         if view is not None and view.pending and not view.held:
-            return _with_advice(("set_gpus",), action)
-    return _with_advice(STEPS[action.kind], action)
+            return _with_extra_steps(("set_gpus",), action)
+    return _with_extra_steps(STEPS[action.kind], action)
 
 
 def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,

@@ -64,6 +64,9 @@ class SlurmActuator:
     def whole_gpus(self, job_id: str) -> None:
         actions.take_whole_gpus(job_id, self.cfg)
 
+    def set_tier(self, job_id: str, tier: int) -> None:
+        actions.set_tier(job_id, tier, self.cfg)
+
     def release(self, job_id: str) -> None:
         actions.release(job_id, self.cfg)
 

@@ -277,6 +277,11 @@ class Readings:
     warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
 
 
+# Slurm priority points per queue tier (``Placement.nice``, ``Action.nice``): sbatch --nice and
+# scontrol update Nice= take NICE_STEP x tier
+NICE_STEP = 100
+
+
 @record
 class Placement:
     """A policy's answer for one job. Empty ``nodes`` lets Slurm choose."""
@@ -327,6 +332,8 @@ class Action:
     # job reads through the progress API (``progress.report_progress``)
     batch_size: int | None = None
     lr_scale: float | None = None
+    # resize: the queue tier (``Placement.nice``) the requeued job waits in (None: unchanged)
+    nice: int | None = None
 
     @property
     def key(self) -> str:
@@ -336,4 +343,6 @@ class Action:
             key += f":{self.num_nodes}"
         if self.batch_size is not None:
             key += f":b{self.batch_size}"
+        if self.nice is not None:
+            key += f":n{self.nice}"
         return key if self.run is None else f"{key}:r{self.run}"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 
-from slurm_plugin.model import Cluster, JobRequest, Placement
+from slurm_plugin.model import NICE_STEP, Cluster, JobRequest, Placement
 from slurm_plugin.record import field, record, replace
 
 from .request import GpuAsk, SbatchView, parse_gres
@@ -59,7 +59,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-NICE_STEP = 100   # Slurm priority points per queue tier of Placement.nice
 
 
 _REFUSALS = (   # action, does the placement use it, what undoes it, note

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from typing import Any, Callable, Iterable
 
 from ..model import Cluster, Job
 
@@ -11,25 +12,40 @@ def by_submission(job: Job) -> tuple:
     return job.submit_s, job.job_id
 
 
+def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any]) -> list[Job] | None:
+    """The first ``limit`` jobs holding whole GPUs (no shards) by (``key``, id), from ``order``
+    read only up to the last key taken (every tie of it included); None where ``order`` turns
+    out not to be sorted by ``key`` (then the caller sorts every job)."""
+    out: list[tuple] = []
+    last: Any = None
+    for j in order:
+        k = key(j)
+        if last is not None:
+            if k < last:
+                return None
+            if len(out) >= limit and k > last:
+                break
+        last = k
+        if not j.shards:
+            out.append((k, j.job_id, j))
+    out.sort(key=lambda row: row[:2])
+    return [row[2] for row in out[:limit]]
+
+
 def first_queued(cluster: Cluster, limit: int) -> list[Job]:
     """The first ``limit`` pending jobs holding whole GPUs (no shards) by (submission, id).
     From the caller's priority order where it keeps one and says it is by submission
-    (``Cluster.pending_jobs`` with no job in a later tier: read up to the last submission time
-    taken); else from every job."""
+    (``Cluster.pending_jobs`` with no job in a later tier); else from every job."""
     if cluster.pending_count == 0:
         return []
     order = cluster.pending_jobs
     if order is not None and cluster.pending_tiered == 0:
-        out: list[Job] = []
-        last = -float("inf")
-        for j in order:
-            t = j.submit_s
-            if len(out) >= limit and t > last:
-                break           # the ties at the last time taken are all in
-            last = t
-            if not j.shards:
-                out.append(j)
-        out.sort(key=by_submission)
-        return out[:limit]
+        out = head_by(order, limit, _submit_s)
+        if out is not None:
+            return out
     return heapq.nsmallest(limit, (j for j in cluster.jobs.values()
                                    if j.pending and not j.shards), key=by_submission)
+
+
+def _submit_s(job: Job) -> float:
+    return job.submit_s

@@ -308,13 +308,8 @@ class Simulator:
         j.state = PENDING
         j.prio = (j.nice, j.t.submit_s, j.t.line)
         self.pending_tiered += j.nice > 0
-        q = self.pending
-        if q and q[-1].prio > j.prio:
-            # requeued (keeps its priority) or a lower --nice tier: goes in by priority
-            bisect.insort(q, j, key=_priority)
-            self.state_version += 1
-        else:
-            q.append(j)
+        # requeued (keeps its priority) or a lower --nice tier: goes in by priority
+        self._insert_queued(self.pending, j)
         self._place_pending(j)
         self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
@@ -328,17 +323,20 @@ class Simulator:
                                    max_gpus=j.t.max_gpus, **self._batch_fields(j))
         self.dirty = True
 
+    def _insert_queued(self, q: list[SimJob], j: SimJob) -> None:
+        """``j`` into a list in queue order: at the end, else by bisection (a reorder)."""
+        if q and q[-1].prio > j.prio:
+            bisect.insort(q, j, key=_priority)
+            self.state_version += 1
+        else:
+            q.append(j)
+
     def _place_pending(self, j: SimJob) -> None:
         """A pending job into ``ready`` if its --begin has passed, else a wake entry at its
         --begin (none if it has one at or before it: ``_wake_due`` moves it on)."""
         if j.begin_s <= self.now + _EPS:
             if not j.ready:
-                r = self.ready
-                if r and r[-1].prio > j.prio:
-                    bisect.insort(r, j, key=_priority)
-                    self.state_version += 1
-                else:
-                    r.append(j)
+                self._insert_queued(self.ready, j)
                 j.ready = True
         elif j.wake_s is None or j.wake_s > j.begin_s:
             self.seq += 1
@@ -900,7 +898,7 @@ class Simulator:
             j.restarts += 1 if j.first_start_s is not None else 0
             req = j.req
             pl = Placement(policy=a.policy, gpus=min(gpus, self.spec.gpus_per_node),
-                           nodes=a.nodes, power_cap_w=j.cap_w, why=(a.why,))
+                           nodes=a.nodes, power_cap_w=j.cap_w, why=(a.why,), nice=a.nice)
             new_nodes = a.num_nodes if a.kind == "resize" and a.num_nodes else None
             if not self._placement_valid(j, pl) or (
                     new_nodes is not None and not 1 <= new_nodes <= self.spec.nodes):

@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 from ..config import SiteConfig
 from ..errors import CommandError, InputError
+from ..model import NICE_STEP
 from .cli import slurm, slurm_json, slurm_release
 from .formats import release_tuple
 from .parse import parse_scontrol_record, with_cap
@@ -126,6 +127,14 @@ def take_whole_gpus(job_id: str, cfg: SiteConfig) -> None:
     if new != tres:
         _scontrol(["update", f"jobid={jid}", f"TresPerNode={new}",
                    *(["NodeList="] if unpin else [])], cfg)
+
+
+def set_tier(job_id: str, tier: int, cfg: SiteConfig) -> None:
+    """A pending job's queue tier: ``Nice=NICE_STEP x tier`` (tier 0 first, as at submission
+    with ``sbatch --nice``)."""
+    if isinstance(tier, bool) or not isinstance(tier, int) or tier < 0:
+        raise InputError(f"slurm: queue tier {tier!r} for job {job_id}: give an integer >= 0")
+    _scontrol(["update", f"jobid={_check_id(job_id)}", f"Nice={NICE_STEP * tier}"], cfg)
 
 
 def release(job_id: str, cfg: SiteConfig) -> None:

@@ -1,11 +1,15 @@
 """The simulator's scheduler passes walk only ``Simulator.ready``: the pending jobs whose
---begin has passed, in priority order. Under holds that are renewed, released and lapse
-(``tiresias``, ``ones``, ``carbon-threshold``), at every pass it must hold exactly those jobs."""
+--begin has passed, in priority order. Under holds that are set, renewed, released and left to
+lapse (a test policy), and under requeues into later --nice tiers (``tiresias``), at every
+pass it must hold exactly those jobs."""
 
 from __future__ import annotations
 
 import pytest
 
+from slurm_plugin.model import Action
+from slurm_plugin.policy import get_policy
+from slurm_plugin.policy.base import plain_placement
 from slurm_plugin.sim import engine as engine_mod
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
@@ -19,13 +23,34 @@ def _jobs(n: int) -> list[TraceJob]:
             for i in range(n)]
 
 
-@pytest.mark.parametrize("policy,settings", [
-    ("tiresias", {"thresholds_gpu_s": [3600.0, 36000.0], "lookahead": 8, "hold_s": 900.0}),
-    ("ones", {}),
-    ("carbon-threshold", {}),
-])
-def test_ready_is_every_pending_job_past_its_begin_in_priority_order(monkeypatch, policy,
-                                                                     settings):
+class Holder:
+    """Holds every third queued job for 10 minutes, renews some holds, releases others, and
+    lets the rest lapse."""
+
+    name = "holder"
+
+    def advise(self, request, ctx):
+        return plain_placement(self.name, request, "as requested")
+
+    def reconcile(self, ctx):
+        out = []
+        now = ctx.now_s
+        for job in ctx.cluster.jobs.values():
+            if not job.pending:
+                continue
+            n = int(job.job_id)
+            if job.begin_s is None or job.begin_s <= now:
+                if n % 3 == 0 and now < job.submit_s + 3600:
+                    out.append(Action("defer", job.job_id, self.name, begin_s=now + 600))
+            elif n % 2:
+                out.append(Action("defer", job.job_id, self.name, begin_s=now))    # release
+            elif n % 5 == 0 and now < job.submit_s + 3600:
+                out.append(Action("defer", job.job_id, self.name, begin_s=job.begin_s + 300))
+        return tuple(out)
+
+
+@pytest.mark.parametrize("policy", ["holder", "tiresias"])
+def test_ready_is_every_pending_job_past_its_begin_in_priority_order(monkeypatch, policy):
     checks = []
     wake = Simulator._wake_due
 
@@ -34,12 +59,16 @@ def test_ready_is_every_pending_job_past_its_begin_in_priority_order(monkeypatch
         due = [j for j in self.pending if j.begin_s <= self.now + engine_mod._EPS]
         assert [j.id for j in self.ready] == [j.id for j in due], self.now
         assert all(j.ready == (j in due) for j in self.pending)
-        checks.append(len(self.pending) - len(due))
+        assert self.pending_tiered == sum(j.nice > 0 for j in self.pending)
+        checks.append((len(self.pending) - len(due), self.pending_tiered))
     monkeypatch.setattr(Simulator, "_wake_due", checked)
-    from slurm_plugin.policy import get_policy
     spec = ClusterSpec(nodes=3, gpus_per_node=4, reconcile_interval_s=120.0)
-    sim = Simulator(_jobs(160), spec, get_policy(policy, "--policy"), settings=settings)
-    sim.run()
-    assert len(checks) > 200
-    if policy == "tiresias":
-        assert max(checks) > 0      # some passes ran with held jobs left out of ready
+    pol = Holder() if policy == "holder" else get_policy(policy, "--policy")
+    settings = {"thresholds_gpu_s": [3600.0, 36000.0], "lookahead": 8} \
+        if policy == "tiresias" else {}
+    result = Simulator(_jobs(160), spec, pol, settings=settings).run()
+    assert len(checks) > 200 and result["policy_fallbacks"] == 0
+    if policy == "holder":
+        assert max(held for held, _ in checks) > 0      # passes ran with jobs left out of ready
+    else:
+        assert max(tiered for _, tiered in checks) > 0  # and with jobs in a later tier

@@ -62,7 +62,8 @@ class Recorder:
         acts = self.inner.reconcile(ctx)
         cap = ctx.cluster.gpu_count
         for a in acts:
-            self.actions.append((ctx.now_s, a.kind, a.job_id, a.gpus, a.num_nodes, a.batch_size))
+            self.actions.append((ctx.now_s, a.kind, a.job_id, a.gpus, a.num_nodes, a.batch_size,
+                                 a.nice))
             if a.kind != "resize":
                 continue
             job = ctx.cluster.jobs[a.job_id]
@@ -198,6 +199,8 @@ def test_tiresias_preempts_by_attained_service_and_never_resizes():
     assert not rec.problems
     stops = [x for x in rec.actions if x[1] == "resize"]
     assert stops and stops[0][2] == long.job_id          # the long job made room
+    assert stops[0][6] == 1                 # requeued into queue 1's tier, behind the short one
+    assert not [x for x in rec.actions if x[1] == "defer"]      # queued jobs are never held
     default = Simulator([long, short], spec, get_policy("slurm-default")).run()
     tir = Simulator([long, short], spec, get_policy("tiresias"),
                     settings={"thresholds_gpu_s": [10_000.0]}).run()

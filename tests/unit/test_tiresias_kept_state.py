@@ -1,15 +1,14 @@
 """``tiresias`` keeps state from pass to pass (each job's row, the last pass that decided
-nothing, holds renewed together); over a simulated run it must decide exactly as a policy
-made afresh for every pass, and the pending jobs it reads from the simulator's priority order
-must be those a sort of every job gives."""
+nothing); over a simulated run it must decide exactly as a policy made afresh for every pass,
+and the queued jobs it reads from the simulator's priority order (tiers it set itself) must be
+those a sort of every job by (queue, submission, id) gives."""
 
 from __future__ import annotations
 
 import pytest
 
 from slurm_plugin.model import Action
-from slurm_plugin.policy.queue import first_queued
-from slurm_plugin.policy.tiresias.decide import Tiresias
+from slurm_plugin.policy.tiresias.decide import Tiresias, _queued
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.trace import TraceJob
@@ -20,14 +19,12 @@ class Twin(Tiresias):
 
     def __init__(self) -> None:
         super().__init__()
-        self.passes = self.compared = self.pending_checked = 0
+        self.passes = self.compared = self.pending_checked = self.tiered = 0
 
     def reconcile(self, ctx) -> tuple[Action, ...]:
         got = super().reconcile(ctx)
         self.passes += 1
         fresh = Tiresias().reconcile(ctx)
-        # a fresh policy renews every hold that is half run out, the kept one all of them
-        # once one is: compare all but the renewals of holds still running
         assert _decisions(got, ctx) == _decisions(fresh, ctx), ctx.now_s
         self.compared += 1
         cluster = ctx.cluster
@@ -35,22 +32,18 @@ class Twin(Tiresias):
             assert cluster.pending_jobs is not None
             plain = cluster.__class__(nodes=cluster.nodes, jobs=cluster.jobs,
                                       taken_s=cluster.taken_s, pending_count=cluster.pending_count)
+            th = (3600.0, 36000.0)
             for k in (1, 3, 256):
-                assert [j.job_id for j in first_queued(cluster, k)] == \
-                    [j.job_id for j in first_queued(plain, k)]
+                assert [j.job_id for j in _queued(cluster, k, ctx.history, th)] == \
+                    [j.job_id for j in _queued(plain, k, ctx.history, th)]
             self.pending_checked += 1
+            self.tiered += bool(cluster.pending_tiered)
         return got
 
 
 def _decisions(actions, ctx) -> list[tuple]:
-    out = []
-    for a in actions:
-        job = ctx.cluster.jobs.get(a.job_id)
-        renewal = a.why == "tiresias: held" and job is not None and job.pending and \
-            job.begin_s is not None and job.begin_s > ctx.now_s
-        if not renewal:
-            out.append((a.kind, a.job_id, a.begin_s, a.gpus, tuple(sorted(a.predicted.items()))))
-    return out
+    return [(a.kind, a.job_id, a.begin_s, a.gpus, a.nice, tuple(sorted(a.predicted.items())))
+            for a in actions]
 
 
 def _jobs(n: int) -> list[TraceJob]:
@@ -71,3 +64,4 @@ def test_kept_state_decides_as_a_fresh_policy(nodes):
     Simulator(_jobs(150), spec, policy, settings={"thresholds_gpu_s": [3600.0, 36000.0],
                                                   "lookahead": 16}).run()
     assert policy.compared > 100 and policy.pending_checked > 50, vars(policy)
+    assert policy.compared == policy.passes and policy.tiered > 20, vars(policy)

@@ -2,22 +2,26 @@
 in a priority queue (``thresholds_gpu_s``: queue 0 below the first, ...); within a queue, the
 earlier submission goes first. Each pass walks running and queued jobs in that order and keeps
 the GPUs for those that fit (GPU counts as requested, never resized); a running job that does
-not make the cut is preempted (a requeue at the same count: it restarts from its checkpoint,
-paying the restart cost) and held; a queued job that does not is held (its start deferred by
-``hold_s``) so Slurm's own queue order does not start it; a held job that makes the cut is
-released (deferred to now). advise: unchanged (the job's request).
+not make the cut is preempted: a requeue at the same count into its queue's tier (Slurm
+``Nice=``, ``Action.nice``), so it restarts from its checkpoint, paying the restart cost, behind
+every job of a higher queue. Queued jobs are never held: Slurm's own order (tier, then
+submission) is Tiresias's order among them, and its backfill fills what the head leaves.
+A queued job's queue cannot change (service grows only while it runs), so its tier is set once,
+when it is preempted. advise: unchanged (the job's request, queue 0).
 
 A pass that decides nothing is remembered with when the next one could decide something (a
-running job crossing into another queue, a hold to renew); until then, with the cluster's
-nodes and the pending count unchanged (the simulator counts node changes), a pass decides
-nothing again without reading the jobs."""
+running job crossing into another queue); until then, with the cluster's nodes and the pending
+count unchanged (the simulator counts node changes), a pass decides nothing again without
+reading the jobs."""
 
 from __future__ import annotations
+
+import heapq
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
 from ..elastic.track import node_facts
-from ..queue import first_queued
+from ..queue import head_by
 from .observe import attained, record
 from .settings import parse_settings
 
@@ -31,9 +35,28 @@ def _queue(service: float, thresholds: tuple[float, ...]) -> int:
     return len(thresholds)
 
 
-def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job], int]:
-    """(running jobs holding whole GPUs in node order, the first ``lookahead`` pending jobs in
-    submission order, GPUs on available nodes); each node view read once (``node_facts``)."""
+def _queued(cluster: Cluster, lookahead: int, hist, thresholds: tuple[float, ...]) -> list[Job]:
+    """The first ``lookahead`` pending jobs holding whole GPUs by (queue, submission, id): the
+    head of Slurm's order (tier, then submission), where the caller keeps it and it agrees;
+    else every pending job sorted."""
+    if cluster.pending_count == 0:
+        return []
+
+    def key(job: Job) -> tuple:
+        return _queue(hist.get(f"tiresias:a:{job.job_id}", 0.0), thresholds), job.submit_s
+    if cluster.pending_jobs is not None:
+        out = head_by(cluster.pending_jobs, lookahead, key)
+        if out is not None:
+            return out
+    return heapq.nsmallest(lookahead, (j for j in cluster.jobs.values()
+                                       if j.pending and not j.shards),
+                           key=lambda j: (*key(j), j.job_id))
+
+
+def _jobs(cluster: Cluster, lookahead: int, hist,
+          thresholds: tuple[float, ...]) -> tuple[list[Job], list[Job], int]:
+    """(running jobs holding whole GPUs in node order, the first ``lookahead`` queued jobs
+    (``_queued``), GPUs on available nodes); each node view read once (``node_facts``)."""
     running: dict[str, Job] = {}
     jobs = cluster.jobs
     gpus = 0
@@ -46,7 +69,7 @@ def _jobs(cluster: Cluster, lookahead: int) -> tuple[list[Job], list[Job], int]:
                 job = jobs.get(jid)
                 if job is not None and job.running:
                     running[jid] = job
-    return list(running.values()), first_queued(cluster, lookahead), gpus
+    return list(running.values()), _queued(cluster, lookahead, hist, thresholds), gpus
 
 
 class Tiresias:
@@ -74,9 +97,9 @@ class Tiresias:
         thresholds = s.thresholds_gpu_s
         hist = ctx.history
         updates: dict[str, float] = {}
-        running, pending, budget = _jobs(cluster, s.lookahead)
+        running, pending, budget = _jobs(cluster, s.lookahead, hist, thresholds)
         ranked = []
-        until = float("inf")        # the next crossing into another queue, or hold renewal
+        until = float("inf")        # the next crossing into another queue
         rows, seen = self._rows, {}
         for job in running + pending:
             jid = job.job_id
@@ -92,41 +115,17 @@ class Tiresias:
         ranked.sort()       # queue, submission, job id (unique: the rest is never compared)
         actions: list[Action] = []
         preempt = s.max_preemptions_per_pass
-        hold_s = s.hold_s
-        waiting: list[Job] = []     # held queued jobs left out
-        renew = False
-        for _, _, jid, job, a in ranked:
+        for qi, _, jid, job, a in ranked:
             is_running = job.running
             need = len(job.uses) if is_running else job.gpus * job.num_nodes
-            begin = job.begin_s
             if need <= budget:          # it keeps (or gets) its GPUs
                 budget -= need
-                if not is_running and begin is not None and begin > now:
-                    actions.append(Action(kind="defer", job_id=jid, policy=NAME, begin_s=now,
-                                          why="tiresias: starts"))
-            elif is_running:
-                if preempt <= 0:
-                    continue
+            elif is_running and preempt > 0:
                 preempt -= 1
                 record(jid, a, now, updates)       # its service up to the stop
                 actions.append(Action(kind="resize", job_id=jid, policy=NAME, gpus=job.gpus,
-                                      num_nodes=job.num_nodes, why="tiresias: preempted"))
-                actions.append(Action(kind="defer", job_id=jid, policy=NAME,
-                                      begin_s=now + hold_s, why="tiresias: held"))
-            elif begin is None or begin <= now:
-                actions.append(Action(kind="defer", job_id=jid, policy=NAME,
-                                      begin_s=now + hold_s, why="tiresias: held"))
-            else:
-                waiting.append(job)
-                renew = renew or begin < now + hold_s / 2
-        # the holds are renewed together once one is half run out (so they stay in step, and
-        # the passes between renewals decide nothing)
-        for job in waiting:
-            if renew:
-                actions.append(Action(kind="defer", job_id=job.job_id, policy=NAME,
-                                      begin_s=now + hold_s, why="tiresias: held"))
-            else:
-                until = min(until, job.begin_s - hold_s / 2)    # renewed then
+                                      num_nodes=job.num_nodes, nice=qi,
+                                      why=f"tiresias: preempted into queue {qi}"))
         if updates:
             actions.insert(0, Action(kind="observe", job_id="", policy=NAME, predicted=updates,
                                      why="tiresias: attained service"))

@@ -19,10 +19,6 @@ class TiresiasSettings:
     # attained service (GPU-seconds) at which a job moves to the next, lower queue
     # (ascending; Tiresias's discretized 2D-LAS)
     thresholds_gpu_s: tuple[float, ...] = (3600.0, 36000.0)
-    # a job preempted or waiting is held (its start deferred) this long; holds are renewed
-    # once one has half of this left, so it must exceed twice the time between passes (at
-    # 600 s, passes 300 s apart let holds run out and Slurm start jobs out of turn)
-    hold_s: float = 1800.0
     # queued jobs looked at per pass (queue order)
     lookahead: int = 256
     # preemptions per pass (each costs the job a restart from its checkpoint)
@@ -51,16 +47,18 @@ def parse_settings(raw: Mapping[str, Any] | None) -> TiresiasSettings:
             if not ok:
                 raise _bad(key, value, "give ascending positive GPU-seconds, e.g. [3600, 36000]")
             values[key] = tuple(float(v) for v in value)
-        elif key in ("hold_s", "lookahead", "max_preemptions_per_pass"):
-            whole = key != "hold_s"
-            lo = 1 if key != "max_preemptions_per_pass" else 0
+        elif key in ("lookahead", "max_preemptions_per_pass"):
+            lo = 1 if key == "lookahead" else 0
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value < lo or (whole and value != int(value)):
-                raise _bad(key, value, f"give {'a whole number' if whole else 'a number'} >= {lo}")
-            values[key] = int(value) if whole else float(value)
+                    or not math.isfinite(value) or value < lo or value != int(value):
+                raise _bad(key, value, f"give a whole number >= {lo}")
+            values[key] = int(value)
         else:
-            raise _bad(key, value, "unknown key; known: hold_s, lookahead, "
-                                   "max_preemptions_per_pass, thresholds_gpu_s")
+            raise _bad(key, value, "unknown key; known: lookahead, max_preemptions_per_pass, "
+                                   "thresholds_gpu_s (queued jobs are no longer held: no "
+                                   "hold_s)" if key == "hold_s" else
+                       "unknown key; known: lookahead, max_preemptions_per_pass, "
+                       "thresholds_gpu_s")
     out = TiresiasSettings(**values)
     _CACHE = (raw, out)
     return out

@@ -1,0 +1,28 @@
+"""The journaled steps of a resize: a batch adds ``advise`` and a queue tier adds
+``set_tier``, both after the GPU count is set and before the job is released; other actions
+and a resize with neither keep their steps."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_plugin.actuate import STEPS, _with_extra_steps
+from slurm_plugin.model import Action
+
+
+@pytest.mark.parametrize("batch,nice,extra", [
+    (None, None, ()), (256, None, ("advise",)), (None, 1, ("set_tier",)),
+    (256, 2, ("advise", "set_tier")), (None, 0, ("set_tier",)),
+])
+def test_resize_steps(batch, nice, extra):
+    a = Action("resize", "7", "p", gpus=2, batch_size=batch, nice=nice)
+    assert _with_extra_steps(STEPS["resize"], a) == \
+        ("requeue_hold", "set_gpus", *extra, "release", "start_now")
+    assert _with_extra_steps(("set_gpus",), a) == ("set_gpus", *extra)   # a pending job
+
+
+def test_other_actions_keep_their_steps():
+    a = Action("move_exclusive", "7", "p", nice=1)
+    assert _with_extra_steps(STEPS["move_exclusive"], a) == STEPS["move_exclusive"]
+    assert Action("resize", "7", "p", gpus=1, nice=1).key != Action("resize", "7", "p",
+                                                                   gpus=1).key
