@@ -13,11 +13,12 @@ export PATH="$PWD/.venv/bin:$PATH"
 keep=${WATTBATCH_KEEP_CLUSTER:-0}
 
 # A cluster that was already up before this run (the demo's, a developer's) is left up: only
-# what this run started is stopped.
+# what this run started is stopped. One this run starts, it starts with no job (--fresh): jobs
+# an earlier run left would otherwise come back and run beside the tests.
 host_run() {
-  local was_up=0
-  wattctl localcluster status >/dev/null 2>&1 && was_up=1
-  wattctl localcluster up || { wattctl localcluster status; return 1; }
+  local was_up=0 fresh=--fresh
+  wattctl localcluster status >/dev/null 2>&1 && was_up=1 && fresh=
+  wattctl localcluster up $fresh || { wattctl localcluster status; return 1; }
   eval "$(wattctl localcluster env)"
   python -m pytest -p no:cacheprovider "$@"
   local rc=$?

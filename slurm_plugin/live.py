@@ -32,6 +32,8 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
     job_ids = tuple(cluster.jobs) if cluster is not None else ()
     job_gpus = None if cluster is None else {
         j.job_id: tuple((u.node, u.index) for u in j.uses) for j in cluster.jobs.values()}
+    job_start_s = None if cluster is None else {
+        j.job_id: j.start_s for j in cluster.jobs.values() if j.start_s is not None}
     verify, note = None, ()
     if cfg["progress.site_key_file"]:
         try:
@@ -41,7 +43,7 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
             verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
     reads = read_readings(client, time.time(), carbon=provider_from_config(cfg, client),
                           cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
-                          job_gpus=job_gpus)
+                          job_gpus=job_gpus, job_start_s=job_start_s)
     return replace(reads, warnings=(*note, *reads.warnings)) if note else reads
 
 

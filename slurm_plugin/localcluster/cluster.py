@@ -223,10 +223,20 @@ def _slurmctld(spec: Spec, fresh: bool) -> bool:
             cancel_all_jobs(spec)
         return False
     _start([str(spec.bin_dir / "slurmctld"), *(["-c"] if fresh else []),
+            *(["-i"] if usage_lost(spec.path("slurmctld")) else []),
             "-f", str(spec.slurm_conf)], spec,
            "slurmctld", spec.pid_file("slurmctld"), "slurmctld", spec.log_file("slurmctld"),
            env=_slurm_env(spec))
     return True
+
+
+def usage_lost(state_dir: Path) -> bool:
+    """A state save location that slurmctld has used (``clustername`` is written at its first
+    start) but that holds no ``assoc_usage``, which it writes only on a clean shutdown: a
+    slurmctld SIGKILLed before its first shutdown. Slurm 26.05 then refuses to start ("fatal:
+    No Assoc usage file ... to recover") unless told to ignore state errors (``-i``); the jobs
+    are still recovered, and the usage counters start from zero as on a first start."""
+    return (state_dir / "clustername").exists() and not (state_dir / "assoc_usage").exists()
 
 
 def _slurmds(spec: Spec) -> list[str]:

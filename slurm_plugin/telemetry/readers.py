@@ -114,16 +114,31 @@ def latest_progress(client: InfluxClient, now_s: float, *, max_age_s: float | No
     return out
 
 
+# A job steps within this long of its Slurm start, or its GPU readings before its first step
+# say nothing about it (below).
+START_GRACE_S = 600.0
+
+
 def plausible_progress(progress: Mapping[str, Progress],
                        job_gpus: Mapping[str, Iterable[tuple[str, int]]],
                        gpus: Mapping[tuple[str, int], GpuReading],
                        warnings: list[str] | None = None,
-                       idle_pct: float = 1.0) -> dict[str, Progress]:
+                       idle_pct: float = 1.0,
+                       job_start_s: Mapping[str, float] | None = None) -> dict[str, Progress]:
     """Progress that the job's GPUs can have made: a job reporting samples/s while every one
-    of its GPUs with a reading is idle (utilisation below ``idle_pct``) is left out."""
+    of its GPUs with a reading is idle (utilisation below ``idle_pct``) is left out.
+
+    Only readings taken since the job's first step (``Progress.started_s``) count: one taken
+    while it was still starting is idle and proves nothing. That time is the job's own word,
+    so with ``job_start_s`` (its Slurm start) a job claiming a later first step than
+    ``START_GRACE_S`` after it is held to that bound."""
     out = {}
     for job_id, p in progress.items():
-        seen = [gpus[g] for g in job_gpus.get(job_id, ()) if g in gpus]
+        since = p.started_s
+        if job_start_s is not None and job_id in job_start_s:
+            since = min(since, job_start_s[job_id] + START_GRACE_S)
+        seen = [r for g in job_gpus.get(job_id, ()) if (r := gpus.get(g)) is not None
+                and r.taken_s >= since]
         if p.samples_per_s > 0 and seen and max(r.util_pct for r in seen) < idle_pct:
             _warn(warnings, f"telemetry: {PROGRESS},job_id={job_id}: samples_per_s = "
                             f"{p.samples_per_s:g} while its GPUs are idle "
@@ -158,14 +173,14 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
                   cluster: str = "", job_ids: Iterable[str] = (),
                   gpu_max_age_s: float = 300.0, progress_max_age_s: float = 7 * 86400.0,
                   forecast_horizon_s: float = 48 * 3600.0, verify: Verify | None = None,
-                  job_gpus: Mapping[str, Iterable[tuple[str, int]]] | None = None
-                  ) -> Readings:
+                  job_gpus: Mapping[str, Iterable[tuple[str, int]]] | None = None,
+                  job_start_s: Mapping[str, float] | None = None) -> Readings:
     """Everything a policy may use at ``now_s``, in one frozen ``Readings``.
 
     Progress is read for ``job_ids`` when given, else for every job seen in
     ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. ``verify``
     checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
-    of a job whose GPUs are idle is left out (``plausible_progress``). Each source
+    of a job whose GPUs are idle is left out (``plausible_progress``, with ``job_start_s``). Each source
     (GPUs, progress, carbon) that fails is left empty and every value out of its bounds left
     out, each with a warning in ``Readings.warnings``; only when every source fails does this
     raise."""
@@ -191,7 +206,8 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
     gpus, progress = results[0][0], results[1][0]
     now_g, forecast = results[2][0] if carbon is not None else (None, ())
     if job_gpus is not None:
-        progress = plausible_progress(progress, job_gpus, gpus, warnings)
+        progress = plausible_progress(progress, job_gpus, gpus, warnings,
+                                      job_start_s=job_start_s)
     if len(errors) == len(calls):
         raise errors[0]
     return Readings(gpus=MappingProxyType(gpus), progress=MappingProxyType(progress),

@@ -151,7 +151,7 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
         assert time.monotonic() < deadline, "the jobs report no progress"
         time.sleep(0.5)
     first = reconcile(env)
-    assert [x["kind"] for x in first["actions"]] == ["observe"], first
+    assert [x["kind"] for x in first["actions"]] == ["observe"], json.dumps(first)
     marks = {j: History(state / FILE_NAME).view()[f"mark:{min(a, b, key=int)}+"
                                                   f"{max(a, b, key=int)}:{j}:step"] for j in (a, b)}
     deadline = time.monotonic() + 60                 # one epoch (10 steps) together, slowed ~2.8x
@@ -160,7 +160,7 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
         time.sleep(0.5)
     second = reconcile(env)
     moves = [x for x in second["actions"] if x["kind"] == "move_exclusive"]
-    assert len(moves) == 1 and moves[0]["status"] == "done", second
+    assert len(moves) == 1 and moves[0]["status"] == "done", json.dumps(second)
     move = moves[0]
     assert move["predicted"]["predicted_slowdown"] == pytest.approx(1.03)
     assert move["predicted"]["observed_slowdown"] > 2.0

@@ -13,7 +13,7 @@ from slurm_plugin import progress_key
 from slurm_plugin.model import GpuReading, Progress
 from slurm_plugin.progress import report_progress
 from slurm_plugin.telemetry.influx import parse_results
-from slurm_plugin.telemetry.readers import latest_progress, plausible_progress
+from slurm_plugin.telemetry.readers import START_GRACE_S, latest_progress, plausible_progress
 
 SITE_KEY = b"0123456789abcdef0123456789abcdef"
 NOW_S = 1_800_000_000.0
@@ -112,6 +112,22 @@ def test_progress_of_a_job_whose_gpus_are_idle_is_not_used():
     assert "while its GPUs are idle (gpu1:0)" in warnings[0]
     assert plausible_progress({"42": p}, {"42": [("gpu1", 0)]}, busy) == {"42": p}
     assert plausible_progress({"42": p}, {"42": [("gpu2", 0)]}, idle) == {"42": p}  # unseen
+
+
+def test_a_gpu_reading_from_before_the_first_step_proves_nothing():
+    """The collector's newest reading may predate the job's first step (it was loading): idle
+    then is no lie. A first step claimed long after the Slurm start is held to the grace."""
+    first_step_s = NOW_S - 2
+    p = Progress("42", 10, 250.0, 0, 0, 0, NOW_S, first_step_s)
+    before = {("gpu1", 0): GpuReading("gpu1", 0, 60.0, 1.0, 0.0, 0.0, 300.0, NOW_S - 3)}
+    after = {("gpu1", 0): GpuReading("gpu1", 0, 60.0, 1.0, 0.0, 0.0, 300.0, NOW_S - 1)}
+    gpus_of = {"42": [("gpu1", 0)]}
+    assert plausible_progress({"42": p}, gpus_of, before) == {"42": p}
+    assert plausible_progress({"42": p}, gpus_of, after) == {}
+    started_s = {"42": NOW_S - 10}                       # Slurm started it 10 s ago
+    assert plausible_progress({"42": p}, gpus_of, before, job_start_s=started_s) == {"42": p}
+    long_ago = {"42": NOW_S - START_GRACE_S - 60}
+    assert plausible_progress({"42": p}, gpus_of, before, job_start_s=long_ago) == {}
 
 
 def test_short_site_key_is_refused(tmp_path):
