@@ -12,10 +12,12 @@ def by_submission(job: Job) -> tuple:
     return job.submit_s, job.job_id
 
 
-def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any]) -> list[Job] | None:
+def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any],
+            stop: Any = None) -> list[Job] | None:
     """The first ``limit`` jobs holding whole GPUs (no shards) by (``key``, id), from ``order``
-    read only up to the last key taken (every tie of it included); None where ``order`` turns
-    out not to be sorted by ``key`` (then the caller sorts every job)."""
+    read only up to the last key taken (every tie of it included), and with ``stop`` only
+    those whose key is at most ``stop``; None where ``order`` turns out not to be sorted by
+    ``key`` (then the caller sorts every job)."""
     out: list[tuple] = []
     last: Any = None
     for j in order:
@@ -25,6 +27,8 @@ def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any]) -> list
                 return None
             if len(out) >= limit and k > last:
                 break
+        if stop is not None and k > stop:
+            break
         last = k
         if not j.shards:
             out.append((k, j.job_id, j))

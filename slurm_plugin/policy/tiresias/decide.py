@@ -1,10 +1,12 @@
 """``tiresias``: discretized 2D-LAS. Each job's attained service (GPUs x seconds run) puts it
 in a priority queue (``thresholds_gpu_s``: queue 0 below the first, ...); within a queue, the
 earlier submission goes first. Each pass walks running and queued jobs in that order and keeps
-the GPUs for those that fit (GPU counts as requested, never resized); a running job that does
-not make the cut is preempted: a requeue at the same count into its queue's tier (Slurm
+the GPUs for those that fit (GPU counts as requested, never resized). A running job that does
+not make the cut is preempted where that lets a queued job of the cut ranked above it start
+(on the nodes: a job of 8 GPUs needs them on one node, and stopping jobs scattered over many
+nodes would only idle their GPUs): a requeue at the same count into its queue's tier (Slurm
 ``Nice=``, ``Action.nice``), so it restarts from its checkpoint, paying the restart cost, behind
-every job of a higher queue. Queued jobs are never held: Slurm's own order (tier, then
+every job of a higher queue. Queued jobs ranked below every running job are not read. Queued jobs are never held: Slurm's own order (tier, then
 submission) is Tiresias's order among them, and its backfill fills what the head leaves.
 A queued job's queue cannot change (service grows only while it runs), so its tier is set once,
 when it is preempted. advise: unchanged (the job's request, queue 0).
@@ -35,41 +37,105 @@ def _queue(service: float, thresholds: tuple[float, ...]) -> int:
     return len(thresholds)
 
 
-def _queued(cluster: Cluster, lookahead: int, hist, thresholds: tuple[float, ...]) -> list[Job]:
-    """The first ``lookahead`` pending jobs holding whole GPUs by (queue, submission, id): the
-    head of Slurm's order (tier, then submission), where the caller keeps it and it agrees;
-    else every pending job sorted."""
+def _queued(cluster: Cluster, lookahead: int, hist, thresholds: tuple[float, ...],
+            stop: tuple | None = None) -> list[Job]:
+    """The first ``lookahead`` pending jobs holding whole GPUs by (queue, submission, id), with
+    ``stop`` only those whose (queue, submission) is at most ``stop``: the head of Slurm's
+    order (tier, then submission), where the caller keeps it and it agrees; else every
+    pending job sorted."""
     if cluster.pending_count == 0:
         return []
 
     def key(job: Job) -> tuple:
         return _queue(hist.get(f"tiresias:a:{job.job_id}", 0.0), thresholds), job.submit_s
     if cluster.pending_jobs is not None:
-        out = head_by(cluster.pending_jobs, lookahead, key)
+        out = head_by(cluster.pending_jobs, lookahead, key, stop)
         if out is not None:
             return out
     return heapq.nsmallest(lookahead, (j for j in cluster.jobs.values()
-                                       if j.pending and not j.shards),
+                                       if j.pending and not j.shards
+                                       and (stop is None or key(j) <= stop)),
                            key=lambda j: (*key(j), j.job_id))
 
 
-def _jobs(cluster: Cluster, lookahead: int, hist,
-          thresholds: tuple[float, ...]) -> tuple[list[Job], list[Job], int]:
-    """(running jobs holding whole GPUs in node order, the first ``lookahead`` queued jobs
-    (``_queued``), GPUs on available nodes); each node view read once (``node_facts``)."""
+def _running(cluster: Cluster) -> tuple[list[Job], dict[str, int], int]:
+    """(running jobs holding whole GPUs in node order, free GPUs of each available node,
+    GPUs on available nodes); each node view read once (``node_facts``)."""
     running: dict[str, Job] = {}
     jobs = cluster.jobs
+    free: dict[str, int] = {}
     gpus = 0
     for node in cluster.nodes:
-        _, ids, avail = node_facts(node)
+        n_free, ids, avail = node_facts(node)
         if avail:
             gpus += len(node.gpus)
+            free[node.name] = n_free
         for jid in ids:
             if jid not in running:
                 job = jobs.get(jid)
                 if job is not None and job.running:
                     running[jid] = job
-    return list(running.values()), _queued(cluster, lookahead, hist, thresholds), gpus
+    return list(running.values()), free, gpus
+
+
+def _gpus_by_node(job: Job) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for u in job.uses:
+        if not u.shards:
+            out[u.node] = out.get(u.node, 0) + 1
+    return out
+
+
+def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
+             free: dict[str, int], cap: int) -> set[str]:
+    """The running jobs to stop so that queued ``winners`` (rank, job), ranked best first,
+    can start: each winner takes free GPUs where it fits (best fit), else the GPUs of
+    ``losers`` (running jobs that fell out of the cut) ranked below it, lowest first, on the
+    nodes where that stops the fewest GPUs (then the fewest jobs). A winner that no such stop lets start stops
+    nothing: its GPUs would stay idle while it waits for a node. At most ``cap`` jobs."""
+    free = dict(free)
+    held = {job.job_id: (rank, _gpus_by_node(job)) for rank, job in losers}
+    on_node: dict[str, list[tuple[int, str]]] = {}
+    for jid, (rank, nodes) in held.items():
+        for name in nodes:
+            on_node.setdefault(name, []).append((rank, jid))
+    for vs in on_node.values():
+        vs.sort(reverse=True)                     # lowest-ranked first
+    chosen: set[str] = set()
+    for rank_q, q in winners:
+        per_node, count = q.gpus, q.num_nodes
+        fits = sorted((f, name) for name, f in free.items() if f >= per_node)
+        if len(fits) >= count:
+            for _, name in fits[:count]:
+                free[name] -= per_node
+            continue
+        options = []
+        for name, f in free.items():
+            take: list[str] = []
+            got = f
+            for rank_v, jid in on_node.get(name, ()):
+                if got >= per_node or rank_v < rank_q:
+                    break
+                if jid not in chosen:
+                    take.append(jid)
+                    got += held[jid][1][name]
+            if got >= per_node:
+                options.append((sum(sum(held[j][1].values()) for j in take), len(take),
+                                name, take))
+        if len(options) < count:
+            continue
+        options.sort()
+        stop = {jid for *_, take in options[:count] for jid in take}
+        if len(chosen) + len(stop) > cap:
+            continue
+        chosen |= stop
+        for jid in stop:
+            for name, n in held[jid][1].items():
+                if name in free:
+                    free[name] += n
+        for _, _, name, _ in options[:count]:
+            free[name] -= per_node
+    return chosen
 
 
 class Tiresias:
@@ -97,31 +163,48 @@ class Tiresias:
         thresholds = s.thresholds_gpu_s
         hist = ctx.history
         updates: dict[str, float] = {}
-        running, pending, budget = _jobs(cluster, s.lookahead, hist, thresholds)
+        running, free, budget = _running(cluster)
         ranked = []
         until = float("inf")        # the next crossing into another queue
         rows, seen = self._rows, {}
-        for job in running + pending:
+        for job in running:
             jid = job.job_id
             row = rows.get(jid)
             if row is None or row[0] is not job or now >= row[5]:
                 row = self._row(job, now, hist, thresholds, updates)
             seen[jid] = row
-            a = row[2] + row[4] * (now - row[3]) if row[4] else row[2]
             if row[5] < until:
                 until = row[5]
-            ranked.append((row[1], job.submit_s, jid, job, a))
+            ranked.append((row[1], job.submit_s, jid, job,
+                           row[2] + row[4] * (now - row[3]) if row[4] else row[2]))
+        # a queued job ranked below every running one can stop none: it is not read
+        worst = max(ranked)[:2] if ranked else None
+        pending = _queued(cluster, s.lookahead, hist, thresholds, worst) if ranked else []
+        for job in pending:
+            jid = job.job_id
+            row = rows.get(jid)
+            if row is None or row[0] is not job:
+                row = self._row(job, now, hist, thresholds, updates)
+            seen[jid] = row
+            ranked.append((row[1], job.submit_s, jid, job, row[2]))
         self._rows = seen
         ranked.sort()       # queue, submission, job id (unique: the rest is never compared)
-        actions: list[Action] = []
-        preempt = s.max_preemptions_per_pass
-        for qi, _, jid, job, a in ranked:
+        winners: list[tuple[int, Job]] = []     # queued jobs within the cut
+        losers: list[tuple[int, Job]] = []      # running jobs out of it
+        for pos, (_, _, _, job, _) in enumerate(ranked):
             is_running = job.running
             need = len(job.uses) if is_running else job.gpus * job.num_nodes
             if need <= budget:          # it keeps (or gets) its GPUs
                 budget -= need
-            elif is_running and preempt > 0:
-                preempt -= 1
+                if not is_running:
+                    winners.append((pos, job))
+            elif is_running:
+                losers.append((pos, job))
+        stop = _victims(winners, losers, free, s.max_preemptions_per_pass) \
+            if winners and losers else ()
+        actions: list[Action] = []
+        for qi, _, jid, job, a in ranked:
+            if jid in stop:
                 record(jid, a, now, updates)       # its service up to the stop
                 actions.append(Action(kind="resize", job_id=jid, policy=NAME, gpus=job.gpus,
                                       num_nodes=job.num_nodes, nice=qi,
