@@ -180,10 +180,10 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
     Progress is read for ``job_ids`` when given, else for every job seen in
     ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. ``verify``
     checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
-    of a job whose GPUs are idle is left out (``plausible_progress``, with ``job_start_s``). Each source
-    (GPUs, progress, carbon) that fails is left empty and every value out of its bounds left
-    out, each with a warning in ``Readings.warnings``; only when every source fails does this
-    raise."""
+    of a job whose GPUs are idle is left out (``plausible_progress``, with ``job_start_s``).
+    Each source (GPUs, progress, carbon) that fails is left empty and every value out of its
+    bounds left out, each with a warning in ``Readings.warnings``; only when every source
+    fails does this raise."""
     def attempt(what: str, read: Callable[[list[str]], Any], empty: Any) -> Callable[[], Any]:
         def run() -> tuple[Any, list[str], WattError | None]:
             said: list[str] = []

@@ -6,8 +6,9 @@ not make the cut is preempted where that lets a queued job of the cut ranked abo
 (on the nodes: a job of 8 GPUs needs them on one node, and stopping jobs scattered over many
 nodes would only idle their GPUs): a requeue at the same count into its queue's tier (Slurm
 ``Nice=``, ``Action.nice``), so it restarts from its checkpoint, paying the restart cost, behind
-every job of a higher queue. Queued jobs ranked below every running job are not read. Queued jobs are never held: Slurm's own order (tier, then
-submission) is Tiresias's order among them, and its backfill fills what the head leaves.
+every job of a higher queue. Queued jobs ranked below every running job are not read (they
+can stop none). Queued jobs are never held: Slurm's own order (tier, then submission) is
+Tiresias's order among them, and its backfill fills what the head leaves.
 A queued job's queue cannot change (service grows only while it runs), so its tier is set once,
 when it is preempted. advise: unchanged (the job's request, queue 0).
 
@@ -91,8 +92,9 @@ def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
     """The running jobs to stop so that queued ``winners`` (rank, job), ranked best first,
     can start: each winner takes free GPUs where it fits (best fit), else the GPUs of
     ``losers`` (running jobs that fell out of the cut) ranked below it, lowest first, on the
-    nodes where that stops the fewest GPUs (then the fewest jobs). A winner that no such stop lets start stops
-    nothing: its GPUs would stay idle while it waits for a node. At most ``cap`` jobs."""
+    nodes where that stops the fewest GPUs (then the fewest jobs). A winner that no such stop
+    lets start stops nothing: the GPUs stopped would stay idle while it waits for a node. At
+    most ``cap`` jobs."""
     free = dict(free)
     held = {job.job_id: (rank, _gpus_by_node(job)) for rank, job in losers}
     on_node: dict[str, list[tuple[int, str]]] = {}
