@@ -35,6 +35,14 @@ def node_facts(node) -> tuple:
     return free, tuple(ids), avail
 
 
+def gpus_by_node(job: Job) -> dict[str, int]:
+    """Node name -> how many of the job's GPUs it holds there."""
+    out: dict[str, int] = {}
+    for u in job.uses:
+        out[u.node] = out.get(u.node, 0) + 1
+    return out
+
+
 def elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
     if lo is None or hi is None:
         return None
@@ -154,9 +162,7 @@ class Tracker:
         return models, updates
 
     def _add(self, job: Job) -> None:
-        uses: dict[str, int] = {}
-        for u in job.uses:
-            uses[u.node] = uses.get(u.node, 0) + 1
+        uses = gpus_by_node(job)
         n = len(job.uses) or job.gpus * job.num_nodes
         rng = elastic_range(job.min_gpus, job.max_gpus)
         e = [job, n, uses, rng, None, 0.0, None, 0.0,

@@ -27,7 +27,7 @@ from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context
 from ..elastic.decide import _free_map, _geometry, elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
-from ..elastic.track import node_facts
+from ..elastic.track import gpus_by_node, node_facts
 from ..queue import first_queued
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate, with_reported_batch
@@ -226,10 +226,7 @@ class Ones:
         for job in _running(cluster):
             c = seen.get(job.job_id)
             if c is None or c[0] is not job or c[1] != cap:
-                uses: dict[str, int] = {}
-                for u in job.uses:
-                    uses[u.node] = uses.get(u.node, 0) + 1
-                c = (job, cap, *_range(job, cap), uses)
+                c = (job, cap, *_range(job, cap), gpus_by_node(job))
             self._seen[job.job_id] = c
             _, _, lo, hi, uses = c
             if lo == hi and job.app not in apps:

@@ -23,7 +23,7 @@ import heapq
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from ..elastic.track import node_facts
+from ..elastic.track import gpus_by_node, node_facts
 from ..queue import head_by
 from .observe import attained, record
 from .settings import parse_settings
@@ -79,14 +79,6 @@ def _running(cluster: Cluster) -> tuple[list[Job], dict[str, int], int]:
     return list(running.values()), free, gpus
 
 
-def _gpus_by_node(job: Job) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for u in job.uses:
-        if not u.shards:
-            out[u.node] = out.get(u.node, 0) + 1
-    return out
-
-
 def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
              free: dict[str, int], cap: int) -> set[str]:
     """The running jobs to stop so that queued ``winners`` (rank, job), ranked best first,
@@ -96,7 +88,7 @@ def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
     lets start stops nothing: the GPUs stopped would stay idle while it waits for a node. At
     most ``cap`` jobs."""
     free = dict(free)
-    held = {job.job_id: (rank, _gpus_by_node(job)) for rank, job in losers}
+    held = {job.job_id: (rank, gpus_by_node(job)) for rank, job in losers}
     on_node: dict[str, list[tuple[int, str]]] = {}
     for jid, (rank, nodes) in held.items():
         for name in nodes:
