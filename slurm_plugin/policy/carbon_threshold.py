@@ -5,6 +5,7 @@ zone's intensity is below the 30th percentile of the intensity over its slack wi
 ``[submit, submit + slack]``, as the carbon forecast sees that window; if no moment is below it,
 at the end of the slack. Jobs that are not deferrable, and every job while the carbon data is
 missing, go to Slurm unchanged (as ``slurm-default``). Decided once, at submit (``--begin``).
+Idle nodes power down as under ``slurm-powersave``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 
 from ..model import Action, JobRequest, Placement
 from .base import Context, plain_placement
+from .powersave import POWER_SAVE
 
 PERCENTILE = 30.0
 
@@ -35,6 +37,9 @@ def threshold_start_s(now_s: float, now_gco2_per_kwh: float,
 
 class CarbonThreshold:
     name = "carbon-threshold"
+    # The same slurm.conf power saving as greenflow and slurm-powersave: the comparison is of
+    # when jobs run, not of whether idle nodes burn.
+    slurm_settings = POWER_SAVE
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         slack_s = request.slack_s

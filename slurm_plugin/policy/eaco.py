@@ -52,6 +52,7 @@ from .eaco_predict import (
 )
 from .eaco_settings import EacoSettings
 from .eaco_shards import memory_cap_mib, share_weights
+from .powersave import POWER_SAVE
 
 NAME = "eaco"
 # Slurm looks at this many queued jobs per scheduling pass (slurm.conf default_queue_depth):
@@ -220,7 +221,7 @@ class Eaco:
     name = NAME
     # EaCO's energy gain includes fewer active nodes: packing lets idle nodes power down. The
     # same slurm.conf power saving as ``slurm-powersave`` (SuspendTime 10 min).
-    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+    slurm_settings = POWER_SAVE
 
     def prefetch(self, request: JobRequest, settings: Mapping[str, Any]) -> tuple[str, ...]:
         s = EacoSettings.from_mapping(settings)

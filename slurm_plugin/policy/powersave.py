@@ -15,9 +15,14 @@ from ..physics import node_resume_delay_s
 from .base import Context, plain_placement
 
 
+# Slurm's power saving as slurm.conf sets it; every policy whose figures assume idle nodes
+# powered down declares this (one value, so the baselines they are compared with match).
+POWER_SAVE = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+
+
 class SlurmPowersave:
     name = "slurm-powersave"
-    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+    slurm_settings = POWER_SAVE
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         return plain_placement(self.name, request,

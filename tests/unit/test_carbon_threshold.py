@@ -76,3 +76,19 @@ def test_simulated_carbon_is_a_provider_of_its_own_history():
     c = WeekAlignedCarbon("X", [float(h) for h in range(168)], "mem", 0.0)
     assert c.intensity_at(2.5 * H) == 2.0
     assert c.forecast(0.5 * H, 3 * H) == ((H, 1.0), (2 * H, 2.0), (3 * H, 3.0))
+
+
+def test_idle_nodes_power_down_as_under_greenflow_and_slurm_powersave():
+    """The baselines greenflow is compared with run on the same power-saving cluster, so a
+    carbon ratio measures when jobs run, not whether idle nodes burn."""
+    from slurm_plugin.sim.cluster import ClusterSpec
+    from slurm_plugin.sim.engine import Simulator
+    from slurm_plugin.sim.trace import TraceJob
+    saving = get_policy("slurm-powersave").slurm_settings
+    assert saving["SuspendTime"] > 0
+    for name in ("carbon-threshold", "greenflow"):
+        assert get_policy(name).slurm_settings == saving
+    jobs = [TraceJob("1", 0.0, 600.0, 1, 1), TraceJob("2", 30 * H, 600.0, 1, 2)]
+    r = Simulator(jobs, ClusterSpec(nodes=4, gpus_per_node=2), get_policy("carbon-threshold"),
+                  seed=0).run()
+    assert r["node_suspends"] >= 4 and r["avg_nodes_on"] < 1

@@ -12,7 +12,7 @@ from slurm_plugin.model import Cluster, Gpu, Job, JobRequest, Node, Readings
 from slurm_plugin.physics.job_cap import capped_job
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.greenflow.observe import (SPENT_G, WEIGHT, account_spent_key,
+from slurm_plugin.policy.greenflow.observe import (OWED_G, SPENT_G, WEIGHT, account_spent_key,
                                                   account_weight_key, observe)
 from slurm_plugin.policy.greenflow.place import buddy_block, place, switch_of
 from slurm_plugin.policy.greenflow.settings import parse_settings
@@ -164,6 +164,31 @@ def test_observe_paces_the_budget():
     assert over[SPENT_G] == pytest.approx(500_000) and over[WEIGHT] == 1.0
     under = observe(s, first, Readings(carbon_g_per_kwh=1.0, cluster_power_w=1.0), H, 0.0)
     assert under[WEIGHT] == 0.0
+
+
+def test_work_owed_by_queued_and_running_jobs_counts_against_the_budget():
+    """A backlog is carbon the budget will pay: with it, a budget that spending alone is well
+    within binds already (else it binds only once the backlog runs, too late to act)."""
+    node = Node(name="n0", gpus=(Gpu(node="n0", index=0, exclusive_job="1"),
+                                 Gpu(node="n0", index=1)))
+    jobs = {"1": Job(job_id="1", state="RUNNING", gpus=1, start_s=0.0, time_limit_s=10 * H),
+            "2": Job(job_id="2", state="PENDING", gpus=2, num_nodes=2, time_limit_s=5 * H),
+            "3": Job(job_id="3", state="COMPLETED", gpus=8, time_limit_s=50 * H)}
+    cl = Cluster(nodes=(node,), jobs=jobs)
+    r = Readings(carbon_g_per_kwh=500.0, cluster_power_w=1000.0,
+                 carbon_forecast=((2 * H, 100.0), (3 * H, 300.0)),
+                 gpus={("n0", 0): _gpu_reading("n0", 0, 200.0)})
+    s = parse_settings({"budget_kg": 20, "budget_start_s": 0, "budget_period_s": 10 * H})
+    first = observe(s, {}, r, 0.0, 400.0, cl)
+    seen = observe(s, first, r, H, 400.0, cl)
+    # spent 1 kW x 1 h x 500 g/kWh = 0.5 kg of a 2 kg pro-rata share: under pace alone
+    assert seen[SPENT_G] == pytest.approx(500.0)
+    # owed: 9 GPU-h left of job 1, 4 x 5 GPU-h of job 2 (the completed job owes nothing), at
+    # 200 W + half the node's 400 W base per allocated GPU, at the forecast's mean 200 g/kWh
+    assert seen[OWED_G] == pytest.approx(29 * 0.4 * 200.0)
+    assert seen[WEIGHT] == 1.0
+    alone = observe(s, first, r, H, 400.0, replace(cl, jobs={"1": jobs["1"]}))
+    assert alone[OWED_G] == pytest.approx(9 * 0.4 * 200.0) and alone[WEIGHT] == 0.0
 
 
 def _two_accounts_cluster():

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from types import MappingProxyType
 
 from ...errors import ConfigError, InputError
 from ...model import Action, Cluster, JobRequest, Placement
-from ...physics import job_class, node_base_power_w, node_resume_delay_s
+from ...physics import job_class, node_base_power_w
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
+from ..powersave import POWER_SAVE
 from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
@@ -128,7 +128,7 @@ def queue_tier(gpu_s: float) -> int:
 class GreenFlow:
     name = NAME
     # Idle nodes power down as with slurm-powersave: no budget is met while idle nodes burn.
-    slurm_settings = MappingProxyType({"SuspendTime": 600, "ResumeTimeout": node_resume_delay_s()})
+    slurm_settings = POWER_SAVE
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         s = parse_settings(ctx.settings)

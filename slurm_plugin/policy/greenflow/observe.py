@@ -2,12 +2,17 @@
 carbon against JCT that follows from it.
 
 Once an hour (``OBSERVE_S``; carbon intensity is hourly) a reconcile pass takes the cluster's
-power (``Readings.cluster_power_w``, else the GPU readings plus ``node_base_power_w`` for every powered node, one
-whose GPUs draw power), charges it at the current intensity for the time since the last
+power (``Readings.cluster_power_w``, else the GPU readings plus ``node_base_power_w`` for every
+powered node, one whose GPUs draw power), charges it at the current intensity for the time since the last
 measurement, and compares the carbon spent in the budget period with the budget's pro-rata
-share by now. The weight is proportional to that deviation:
-``w = clip(0.5 + gain * (spent - pro_rata) / budget, 0, 1)``: on pace, carbon and JCT count
-equally; a budget overspent by ``0.5 / gain`` of itself makes carbon all that counts, one
+share by now. The carbon the cluster already owes counts as spent (as a commitment counts
+against a budget): the GPU-seconds left to every queued job (GPUs x time limit) and running job
+(GPUs x what is left of its limit), at the power per allocated GPU measured now and the mean
+forecast intensity (``owed_g``). Without it a budget would not bind while a backlog builds up:
+on a saturated cluster the work of the period's last weeks is paid after its end. The weight is
+proportional to the deviation:
+``w = clip(0.5 + gain * (spent + owed - pro_rata) / budget, 0, 1)``: on pace, carbon and JCT
+count equally; a budget overspent by ``0.5 / gain`` of itself makes carbon all that counts, one
 underspent as much makes JCT all that counts. No budget: weight 0 (free savings only).
 Per-account budgets (``accounts``) are paced the same way, each with its own weight: an account's
 carbon is the power of the GPUs its running jobs hold (a GPU shared by several jobs split
@@ -26,8 +31,11 @@ from ...model import Cluster, Readings
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
-LAST_S, SPENT_G, PERIOD_START_S, WEIGHT = ("greenflow.last_s", "greenflow.spent_g",
-                                           "greenflow.period_start_s", "greenflow.weight")
+LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G = (
+    "greenflow.last_s", "greenflow.spent_g", "greenflow.period_start_s", "greenflow.weight",
+    "greenflow.owed_g")
+OWED_GPU_W = 250.0      # power per owed GPU while no GPU is allocated to measure it by
+DEFAULT_LIMIT_S = 3600.0   # a job without a time limit is taken to need this long
 
 
 def account_spent_key(account: str) -> str:
@@ -70,6 +78,46 @@ def account_power_w(cluster: Cluster, readings: Readings, node_base_power_w: flo
     return dict(out)
 
 
+def owed_gpu_s(cluster: Cluster, now_s: float, accounts=()) -> tuple[float, dict]:
+    """(GPU-seconds owed by queued and running jobs, the same per account of ``accounts``): a
+    job's GPUs times its time limit, or what is left of it."""
+    owed = 0.0
+    per_account: dict[str, float] = defaultdict(float)
+    for job in cluster.jobs.values():
+        gpus = job.gpus * job.num_nodes
+        limit_s = job.time_limit_s or DEFAULT_LIMIT_S
+        if job.running:
+            gpus = len(job.uses) or gpus
+            if job.start_s is not None:
+                limit_s = max(0.0, job.start_s + limit_s - now_s)
+        elif not job.pending:
+            continue
+        owed += gpus * limit_s
+        if job.account in accounts:
+            per_account[job.account] += gpus * limit_s
+    return owed, per_account
+
+
+def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
+                              node_base_power_w: float) -> float:
+    """The measured power of an allocated GPU, its share of its node's base power included
+    (``OWED_GPU_W`` while no GPU is allocated or read)."""
+    total, count = 0.0, 0
+    for node in cluster.nodes:
+        per_gpu_base_w = node_base_power_w / max(1, len(node.gpus))
+        for gpu in node.gpus:
+            if gpu.job_ids:
+                reading = readings.gpus.get(gpu.key)
+                if reading is not None:
+                    total += reading.power_w + per_gpu_base_w
+                    count += 1
+    return total / count if count else OWED_GPU_W
+
+
+def _owed_g(gpu_s: float, power_per_gpu_w: float, ci: float) -> float:
+    return gpu_s * power_per_gpu_w / 3.6e6 * ci
+
+
 def _pace(budget_g: float, spent_g: float, share: float, gain: float) -> float:
     deviation = (spent_g - budget_g * share) / max(budget_g, 1.0)
     return min(1.0, max(0.0, 0.5 + gain * deviation))
@@ -99,8 +147,15 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
         spent_g += cluster_power_w(readings, node_base_power_w) * max(0.0, dt) / 3.6e6 * ci
     out = {LAST_S: now_s, SPENT_G: spent_g, PERIOD_START_S: start_s}
     share = min(1.0, max(0.0, (now_s - start_s) / (end_s - start_s)))
+    owed, owed_account = owed_gpu_s(cluster, now_s, settings.accounts_g) \
+        if cluster is not None else (0.0, {})
+    power_per_gpu_w = power_per_allocated_gpu_w(cluster, readings, node_base_power_w) \
+        if owed else OWED_GPU_W
+    points = readings.carbon_forecast
+    mean_ci = sum(v for _, v in points) / len(points) if points else (ci or 0.0)
     if settings.budget_g is not None:
-        out[WEIGHT] = _pace(settings.budget_g, spent_g, share, settings.gain)
+        out[OWED_G] = _owed_g(owed, power_per_gpu_w, mean_ci)
+        out[WEIGHT] = _pace(settings.budget_g, spent_g + out[OWED_G], share, settings.gain)
     if settings.accounts_g:
         same_period = history.get(PERIOD_START_S) == start_s
         power = account_power_w(cluster, readings, node_base_power_w, settings.accounts_g) \
@@ -112,5 +167,7 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
                 dt = max(0.0, now_s - max(last_s, start_s))
                 spent += power.get(account, 0.0) * dt / 3.6e6 * ci
             out[key] = spent
-            out[account_weight_key(account)] = _pace(budget_g, spent, share, settings.gain)
+            owed_g = _owed_g(owed_account.get(account, 0.0), power_per_gpu_w, mean_ci)
+            out[account_weight_key(account)] = _pace(budget_g, spent + owed_g, share,
+                                                     settings.gain)
     return out
