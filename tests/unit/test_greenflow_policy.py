@@ -189,6 +189,10 @@ def test_work_owed_by_queued_and_running_jobs_counts_against_the_budget():
     assert seen[WEIGHT] == 1.0
     alone = observe(s, first, r, H, 400.0, replace(cl, jobs={"1": jobs["1"]}))
     assert alone[OWED_G] == pytest.approx(9 * 0.4 * 200.0) and alone[WEIGHT] == 0.0
+    # a daily budget: 2 GPUs can run at most 2 x 3 GPU-h before the day ends at 24 h
+    day = parse_settings({"budget_kg_per_day": 20})
+    late = observe(day, first, r, 21 * H, 400.0, cl)
+    assert late[OWED_G] == pytest.approx(2 * 3 * 0.4 * 200.0)
 
 
 def _two_accounts_cluster():

@@ -3,14 +3,20 @@ carbon against JCT that follows from it.
 
 Once an hour (``OBSERVE_S``; carbon intensity is hourly) a reconcile pass takes the cluster's
 power (``Readings.cluster_power_w``, else the GPU readings plus ``node_base_power_w`` for every
-powered node, one whose GPUs draw power), charges it at the current intensity for the time since the last
-measurement, and compares the carbon spent in the budget period with the budget's pro-rata
-share by now. The carbon the cluster already owes counts as spent (as a commitment counts
-against a budget): the GPU-seconds left to every queued job (GPUs x time limit) and running job
-(GPUs x what is left of its limit), at the power per allocated GPU measured now and the mean
-forecast intensity (``owed_g``). Without it a budget would not bind while a backlog builds up:
-on a saturated cluster the work of the period's last weeks is paid after its end. The weight is
-proportional to the deviation:
+powered node, one whose GPUs draw power), charges it at the current intensity for the time
+since the last measurement, and compares the carbon spent in the budget period with the
+budget's pro-rata share by now.
+
+The carbon the cluster already owes counts as spent, as a commitment counts against a budget
+(``owed_g``): the GPU-seconds left to every queued job (GPUs x time limit) and running job (GPUs
+x what is left of its limit), at the power per allocated GPU measured now and the mean forecast
+intensity. With a budget per day or week only what the cluster's GPUs can run before the
+period ends counts (the rest is the next period's); with one budget for a whole run
+(``budget_kg``, whose period holds on past its end), all of it. Without this a budget would not
+bind while a backlog builds up: on a saturated cluster the work of a run's last weeks is paid
+after its period ends.
+
+The weight is proportional to the deviation:
 ``w = clip(0.5 + gain * (spent + owed - pro_rata) / budget, 0, 1)``: on pace, carbon and JCT
 count equally; a budget overspent by ``0.5 / gain`` of itself makes carbon all that counts, one
 underspent as much makes JCT all that counts. No budget: weight 0 (free savings only).
@@ -149,6 +155,11 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
     share = min(1.0, max(0.0, (now_s - start_s) / (end_s - start_s)))
     owed, owed_account = owed_gpu_s(cluster, now_s, settings.accounts_g) \
         if cluster is not None else (0.0, {})
+    if settings.period_start_s is None and cluster is not None:
+        # a day's or a week's budget: what cannot run before the period ends is the next one's
+        room_gpu_s = cluster.gpu_count * max(0.0, end_s - now_s)
+        owed = min(owed, room_gpu_s)
+        owed_account = {a: min(v, room_gpu_s) for a, v in owed_account.items()}
     power_per_gpu_w = power_per_allocated_gpu_w(cluster, readings, node_base_power_w) \
         if owed else OWED_GPU_W
     points = readings.carbon_forecast
