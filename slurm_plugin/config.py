@@ -135,6 +135,8 @@ SCHEMA: dict[str, Key] = {
     "greenflow.shiftable_partitions": Key(str),
     "greenflow.accounts": Key(str),
     "greenflow.order_queue": Key(bool),
+    "greenflow.resize_interval_s": _num(0, 1e7),
+    "greenflow.restart_cost_s": _num(0, 86400),
     "elastic.restart_cost_s": _num(0, 86400),
     "elastic.min_interval_s": _num(0, 1e7),
     "elastic.gain_factor": _num(0, 1000),

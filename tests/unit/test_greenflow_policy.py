@@ -34,6 +34,8 @@ H = 3600.0
     ({"accounts": "physics=lots"}, "accounts.physics"),
     ({"accounts": "physics"}, "accounts"),
     ({"shiftable_partitions": ["gpu", 7]}, "shiftable_partitions"),
+    ({"resize_interval_s": -1}, "resize_interval_s"),
+    ({"restart_cost_s": "90"}, "restart_cost_s"),
 ])
 def test_malformed_settings_name_the_key_and_value(values, key):
     with pytest.raises(ConfigError) as err:

@@ -12,8 +12,9 @@ queue tier (``Placement.nice``) grows with its predicted GPU-time (``queue_tier`
 
 Reconcile (hourly): re-plans as the forecast and the budget change: a deferred pending job's
 start moves to its best hour (earlier or later), a running job's cap follows the weight scaled
-by how dirty this hour is against the day ahead. Missing carbon data: every job goes in
-unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
+by how dirty this hour is against the day ahead, and a running elastic job may get another GPU
+count by the same weight (``size.py``, through the journaled requeue). Missing carbon data:
+every job goes in unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from functools import lru_cache
 
 from ...errors import ConfigError, InputError
 from ...model import Action, Cluster, JobRequest, Placement
-from ...physics import job_class, node_base_power_w
+from ...physics import idle_power_w, job_class, node_base_power_w
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
 from ..powersave import POWER_SAVE
@@ -31,6 +32,7 @@ from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
 from .settings import GreenFlowSettings, parse_settings
+from .size import MAX_RESIZES_PER_PASS, free_per_node, is_resizable, resize
 
 NAME = "greenflow"
 DAY_S = 86400.0
@@ -195,6 +197,9 @@ class GreenFlow:
         base_w = node_base_power_w()
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
+        free = None if any(j.pending and (j.begin_s is None or j.begin_s <= now)
+                           for j in ctx.cluster.jobs.values()) else free_per_node(ctx.cluster)
+        resizes = 0
         for job in ctx.cluster.jobs.values():
             if job.running:
                 if not job.app:
@@ -206,6 +211,17 @@ class GreenFlow:
             w_now = min(1.0, w * dirty)
             if job.running:
                 gpus = len(job.uses) or job.gpus * job.num_nodes
+                if free is not None and resizes < MAX_RESIZES_PER_PASS and is_resizable(job):
+                    a = resize(job, now, free, gpn,
+                               lambda g, app=job.app: capped_job(app, g, None, model, gpn)[0],
+                               idle_power_w(model), base_w, curve.mean_gco2_per_kwh, w,
+                               s.restart_cost_s, s.resize_interval_s, self.name)
+                    if a is not None:
+                        actions.append(a)
+                        resizes += 1
+                        node = job.nodes[0]
+                        free[node] = free.get(node, 0) + gpus - a.gpus
+                        continue
                 cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
                 if cap != job.power_cap_w:
                     actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,

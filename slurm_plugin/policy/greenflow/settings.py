@@ -35,6 +35,8 @@ class GreenFlowSettings:
     caps_w: tuple[float | None, ...] = CAPS_W
     gain: float = 20.0                   # carbon weight per budget overspent (share of the budget)
     order_queue: bool = True             # smaller predicted GPU-time first (sbatch --nice tiers)
+    restart_cost_s: float = 90.0         # checkpoint + requeue + start-up of a resized job
+    resize_interval_s: float = 6 * 3600.0   # an elastic job is resized at most this often
 
     def period_of(self, now_s: float) -> tuple[float, float]:
         """(start, end) of the budget period holding ``now_s``; past the last period of a
@@ -140,6 +142,9 @@ def _parse(values: Mapping[str, Any]) -> GreenFlowSettings:
             raise ConfigError(SOURCE, "shiftable_partitions", parts, "give partition names, "
                               "e.g. [\"batch\"] or \"batch,long\" (empty: all)")
         kw["shiftable_partitions"] = tuple(parts)
+    for key, least in (("restart_cost_s", 0.0), ("resize_interval_s", 0.0)):
+        if values.get(key) is not None:
+            kw[key] = _seconds(key, values[key], least)
     oq = values.get("order_queue")
     if oq is not None:
         if not isinstance(oq, bool):
