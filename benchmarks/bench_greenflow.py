@@ -31,7 +31,8 @@ from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.run import Inputs, load_jobs, period_budget, simulate  # noqa: E402
 from slurm_plugin.sim.trace import builtin_trace  # noqa: E402
 
-KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "unfinished_jobs", "sim_wall_s")
+KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "jobs_timed_out", "unfinished_jobs",
+        "sim_wall_s")
 
 
 def run_zone(args: tuple[str, str, str, int, int]) -> dict:
@@ -63,7 +64,8 @@ def figures(z: dict) -> list[str]:
     lines = [f"zone {z['zone']}: {z['jobs']} jobs"]
     for name, v in r.items():
         lines.append(f"  {name:18s} carbon {v['carbon_kg']:>10,.0f} kg  avg JCT "
-                     f"{v['avg_jct_s']:>10,.0f} s  finished {v['jobs_finished']}/{z['jobs']}  "
+                     f"{v['avg_jct_s']:>10,.0f} s  finished {v['jobs_finished']}/{z['jobs']} "
+                     f"({v['jobs_timed_out']} killed at their time limit)  "
                      f"{z['jobs'] / v['sim_wall_s']:>7,.0f} jobs/s")
 
     def check(ok: bool) -> str:
@@ -74,7 +76,7 @@ def figures(z: dict) -> list[str]:
     cb, jb = b["carbon_kg"] / d["carbon_kg"], b["avg_jct_s"] / d["avg_jct_s"]
     lines.append(f"  (b) budget 0.6x slurm-default: carbon {cb:.3f}x, avg JCT {jb:.3f}x "
                  f"(<= 1.0: {check(jb <= 1.0)}), all finished: "
-                 f"{check(b['jobs_finished'] == z['jobs'])}")
+                 f"{check(b['jobs_finished'] == z['jobs'] and not b['jobs_timed_out'])}")
     cc, jc = b["carbon_kg"] / ps["carbon_kg"], b["avg_jct_s"] / ps["avg_jct_s"]
     lines.append(f"  (c) (b) vs slurm-powersave: carbon {cc:.3f}x (<= 0.75: {check(cc <= 0.75)}),"
                  f" avg JCT {jc:.3f}x (<= 1.05: {check(jc <= 1.05)})")

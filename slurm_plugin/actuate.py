@@ -64,6 +64,7 @@ class Actuator(Protocol):
     def defer(self, job_id: str, begin_s: float) -> None: ...
     def cancel(self, job_id: str) -> None: ...
     def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None: ...
+    def set_time_limit(self, job_id: str, time_limit_s: float) -> None: ...
     def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
                from_batch_size: int, why: str) -> None: ...
 
@@ -156,6 +157,8 @@ def _run_step(actuator: Actuator, step: str, action: Action) -> None:
         actuator.set_tier(action.job_id, int(action.nice or 0))
     elif step == "set_power_cap":
         actuator.set_power_cap(action.job_id, action.power_cap_w)
+    elif step == "set_time_limit":
+        actuator.set_time_limit(action.job_id, float(action.time_limit_s or 0.0))
     elif step == "advise":
         actuator.advise(action.job_id, int(action.batch_size or 0), action.lr_scale,
                         int(action.predicted.get("from_batch_size", 0)), action.why)
@@ -180,7 +183,10 @@ def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
 def _with_extra_steps(steps: tuple[str, ...], action: Action) -> tuple[str, ...]:
     """A resize that sets a batch also writes the advice, and one that sets a queue tier sets
     it, once the GPU count is set and before the job is released: its next run reads the
-    advice at start, and it waits in that tier."""
+    advice at start, and it waits in that tier. A cap that raises the job's time limit raises
+    it after the cap is recorded."""
+    if action.kind == "power_cap" and action.time_limit_s is not None:
+        return (*steps, "set_time_limit")
     if action.kind != "resize" or "set_gpus" not in steps:
         return steps
     extra = (("advise",) if action.batch_size is not None else ()) + \

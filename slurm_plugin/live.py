@@ -84,6 +84,9 @@ class SlurmActuator:
     def set_power_cap(self, job_id: str, power_cap_w: float | None) -> None:
         actions.set_power_cap(job_id, power_cap_w, self.cfg)
 
+    def set_time_limit(self, job_id: str, time_limit_s: float) -> None:
+        actions.set_time_limit(job_id, time_limit_s, self.cfg)
+
     def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
                from_batch_size: int, why: str) -> None:
         """The batch-size advice the job reads through the progress API (``job_advice``),

@@ -334,6 +334,9 @@ class Action:
     lr_scale: float | None = None
     # resize: the queue tier (``Placement.nice``) the requeued job waits in (None: unchanged)
     nice: int | None = None
+    # power_cap: the job's new time limit (None: unchanged), raised with a cap that slows it so
+    # that the slower run is not killed at its old limit
+    time_limit_s: float | None = None
 
     @property
     def key(self) -> str:
@@ -343,6 +346,8 @@ class Action:
             key += f":{self.num_nodes}"
         if self.batch_size is not None:
             key += f":b{self.batch_size}"
+        if self.time_limit_s is not None:
+            key += f":t{self.time_limit_s:.0f}"
         if self.nice is not None:
             key += f":n{self.nice}"
         return key if self.run is None else f"{key}:r{self.run}"

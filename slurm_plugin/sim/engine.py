@@ -720,6 +720,17 @@ class Simulator:
             self._cap_effect(j)
             self._retune(j.gpus)
 
+    def _raise_limit(self, j: SimJob, limit_s: float) -> None:
+        """``scontrol update TimeLimit``: a running job's end by its limit moves out as much
+        (its nodes' expected frees with it)."""
+        if j.state == RUNNING:
+            j.end_by_s += limit_s - j.limit_s
+            self._push(j.end_by_s, _TIMEOUT, j, j.end_by_s)
+            for n in {g.node for g in j.gpus}:
+                self._avail_changed(n)
+        j.limit_s = limit_s
+        self.job_views[j.id] = replace(self.job_views[j.id], time_limit_s=limit_s)
+
     def _run_from(self, j: SimJob) -> None:
         """``j`` runs from now (its nodes are up): its time limit counts from here."""
         j.run_start_s = self.now
@@ -883,6 +894,8 @@ class Simulator:
                 self._place_pending(j)
         elif a.kind == "power_cap":
             self._set_cap(j, a.power_cap_w)
+            if a.time_limit_s is not None and a.time_limit_s > j.limit_s:
+                self._raise_limit(j, whole_minutes_s(a.time_limit_s))
         elif a.kind == "batch":     # the job follows the advice at its next step: no restart
             if j.state == RUNNING and a.batch_size is not None:
                 self._settle(j)

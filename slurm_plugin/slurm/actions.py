@@ -160,6 +160,16 @@ def resize(job_id: str, gpus: int, cfg: SiteConfig, num_nodes: int | None = None
     start_now(job_id, cfg)
 
 
+def set_time_limit(job_id: str, time_limit_s: float, cfg: SiteConfig) -> None:
+    """Set a job's time limit (``scontrol update TimeLimit``, whole minutes rounded up; raising
+    it past the partition's limit takes an operator, as the reconciler is)."""
+    if not 0 < time_limit_s < 1e9:
+        raise InputError(f"slurm: time limit {time_limit_s!r} s for job {job_id}: give a "
+                         "positive number of seconds")
+    minutes = int(-(-time_limit_s // 60))
+    _scontrol(["update", f"jobid={_check_id(job_id)}", f"TimeLimit={minutes}"], cfg)
+
+
 def set_power_cap(job_id: str, power_cap_w: float | None, cfg: SiteConfig) -> None:
     """Record the GPU power cap (W; None: no cap) of a pending or running job in its
     AdminComment (``wb:..;cap=W``, out of users' reach), where the node side reads it and

@@ -1,7 +1,7 @@
 """GPU power caps live: a job's cap, recorded in its AdminComment by job_submit.lua, reaches its
 emulated GPU (the GPU draws at most the cap, its job runs slower, and InfluxDB's ``gpu`` points
-show the limit); reconcile's ``power_cap`` action changes it on the running job; once the job
-has ended the GPU is back at the board's limit."""
+show the limit); reconcile's ``power_cap`` action changes it on the running job, and raises the job's time limit
+when it says so; once the job has ended the GPU is back at the board's limit."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from slurm_plugin.physics.job_cap import capped_job
 from slurm_plugin.proc import run
 from slurm_plugin.slurm.cli import slurm_json
 from slurm_plugin.slurm.parse import recorded_cap
+from slurm_plugin.slurm.snapshot import snapshot
 from slurm_plugin.telemetry.influx import InfluxClient
 from slurm_plugin.telemetry.readers import latest_gpu_readings
 
@@ -53,7 +54,7 @@ def test_a_cap_reaches_the_gpu_follows_reconcile_and_is_gone_after_the_job(local
     script = tmp_path / "capped.sh"
     script.write_text(f"#!/bin/bash\n{TRAIN} --steps 400 --step-s 0.2 --steps-per-epoch 50 "
                       f"--checkpoint {tmp_path}/capped.ckpt\n")
-    done = run(["sbatch", "--parsable", "--gres=gpu:1", "--job-name=capped",
+    done = run(["sbatch", "--parsable", "--gres=gpu:1", "--job-name=capped", "-t", "20",
                 f"--output={tmp_path}/capped-%j.out", "--comment=wb:app=nas;cap=150",
                 str(script)], env=localcluster.env, timeout_s=30)
     job_id = done.stdout.strip().split(";")[0]
@@ -68,10 +69,11 @@ def test_a_cap_reaches_the_gpu_follows_reconcile_and_is_gone_after_the_job(local
     assert slowdown == pytest.approx(cap_slow, rel=0.01) and slowdown > 1.1
 
     action = Action(kind="power_cap", job_id=job_id, policy="greenflow", power_cap_w=200.0,
-                    why="test")
+                    time_limit_s=30 * 60 - 20, why="test")
     outcome = execute(Journal(tmp_path / "journal.jsonl"), SlurmActuator(cfg), "a1", action, [], False)
     assert outcome.status == "done", outcome.detail
     assert recorded_cap(_admin_comment(cfg, job_id)) == 200.0
+    assert snapshot(cfg).jobs[job_id].time_limit_s == 30 * 60     # whole minutes, rounded up
     assert "declared_app=nas" in _admin_comment(cfg, job_id)       # the lua record kept
     _limit_reaches(cfg, gpu, 200.0)
 

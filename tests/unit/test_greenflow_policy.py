@@ -290,6 +290,61 @@ def test_reconcile_caps_running_jobs_and_moves_deferred_starts():
     assert kinds[("defer", "2")].begin_s == 10 * H
 
 
+def test_a_cap_that_slows_a_running_job_raises_its_time_limit_as_much():
+    """Slurm kills a job at its limit: a slower run gets the rest of its limit stretched by
+    the new cap's slowdown over the old one's; a cap that slows it less leaves the limit."""
+    from slurm_plugin.policy.greenflow.decide import raised_limit_s
+    job = Job(job_id="1", state="RUNNING", gpus=1, app="nas", start_s=0.0,
+              time_limit_s=10 * H, power_cap_w=200.0)
+    s200, s125 = capped_job("nas", 1, 200.0)[1], capped_job("nas", 1, 125.0)[1]
+    assert s125 > s200 > 1
+    assert raised_limit_s(job, 1, 125.0, 4 * H, "V100", 8) == pytest.approx(
+        10 * H + 6 * H * (s125 / s200 - 1))
+    assert raised_limit_s(job, 1, 225.0, 4 * H, "V100", 8) is None     # faster: kept
+    assert raised_limit_s(replace(job, time_limit_s=None), 1, 125.0, 4 * H, "V100", 8) is None
+    node = Node(name="n0", gpus=(Gpu(node="n0", index=0, exclusive_job="1"),))
+    overspent = {"greenflow.last_s": -H, SPENT_G: 1e9, "greenflow.period_start_s": 0.0}
+    c = ctx(overspent, {"budget_kg_per_day": 0.001}, 300.0, None,
+            Cluster(nodes=(node,), jobs={"1": replace(job, power_cap_w=None)}))
+    cap = next(a for a in get_policy("greenflow").reconcile(c) if a.kind == "power_cap")
+    slow = capped_job("nas", 1, cap.power_cap_w)[1]
+    assert slow > 1 and cap.time_limit_s == pytest.approx(10 * H * slow)
+
+
+def test_the_engine_raises_a_running_jobs_time_limit_with_a_cap(tmp_path):
+    """A job whose limit is its run: capped at 100 W after 100 s it is killed at the limit,
+    unless the cap comes with the limit raised by its slowdown."""
+    from slurm_plugin.model import Action
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\na,0,1200,1,nas,1200\n")
+    jobs = read_trace(path, "canonical")
+    slow = capped_job("nas", 1, 100.0)[1]
+
+    class CapLater:
+        name = "cap-later"
+
+        def __init__(self, raise_limit):
+            self.raise_limit = raise_limit
+
+        def advise(self, request, ctx):
+            from slurm_plugin.model import Placement
+            return Placement(policy=self.name, gpus=request.gpus)
+
+        def reconcile(self, ctx):
+            job = ctx.cluster.jobs.get("a")
+            if job is None or not job.running or job.power_cap_w is not None:
+                return ()
+            limit = job.time_limit_s + (1200 - ctx.now_s) * (slow - 1) if self.raise_limit \
+                else None
+            return (Action(kind="power_cap", job_id="a", policy=self.name, power_cap_w=100.0,
+                           time_limit_s=limit),)
+    spec = ClusterSpec(nodes=1, gpus_per_node=1, reconcile_interval_s=300)
+    killed = Simulator(jobs, spec, CapLater(False)).run()
+    kept = Simulator(jobs, spec, CapLater(True)).run()
+    assert killed["jobs_timed_out"] == 1 and kept["jobs_timed_out"] == 0
+    assert kept["avg_jct_s"] == pytest.approx(300 + 900 * slow)
+
+
 def test_the_engine_applies_a_cap_through_the_configuration_model(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("job_id,submit_s,duration_s,num_gpus,app,time_limit_s\na,0,1000,1,vgg16,9000\n")

@@ -85,6 +85,10 @@ class Recorder:
         self._check("set_power_cap")
         self._done("set_power_cap", job_id, power_cap_w)
 
+    def set_time_limit(self, job_id, time_limit_s):
+        self._check("set_time_limit")
+        self._done("set_time_limit", job_id, time_limit_s)
+
 
 class Fixed:
     """A policy returning fixed actions."""
@@ -125,6 +129,21 @@ def test_resize_runs_steps_in_order_and_journals(tmp_path):
     events = [e.event for e in Journal(tmp_path / "journal.jsonl").entries()]
     assert events == ["begin", "step:requeue_hold", "step:set_gpus", "step:release",
                       "step:start_now", "done"]
+
+
+def test_a_cap_with_a_time_limit_records_the_cap_then_raises_the_limit(tmp_path):
+    cap = Action(kind="power_cap", job_id="7", policy="fixed", power_cap_w=150.0,
+                 time_limit_s=7200.0, why="t")
+    act = Recorder()
+    res = run(tmp_path, Fixed(cap), act)
+    assert act.calls == [("set_power_cap", "7", 150.0), ("set_time_limit", "7", 7200.0)]
+    assert [o.status for o in res.outcomes] == ["done"]
+    crashed = Recorder(crash_on="set_time_limit")     # raised, its journal line never written
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "b", Fixed(cap), crashed)
+    again = Recorder()
+    run(tmp_path / "b", Fixed(), again)             # the next pass finishes it: the limit again
+    assert again.calls == [("set_time_limit", "7", 7200.0)]
 
 
 def test_crash_mid_resize_is_finished_by_next_pass(tmp_path):

@@ -23,7 +23,7 @@ import math
 from functools import lru_cache
 
 from ...errors import ConfigError, InputError
-from ...model import Action, Cluster, JobRequest, Placement
+from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...physics import idle_power_w, job_class, node_base_power_w
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
@@ -68,6 +68,18 @@ def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
         return (total,)
     out = tuple(g for g in (1, 2, 4, 8, 16, 32, 64) if lo <= g <= min(hi, gpn))
     return out or (total,)
+
+
+def _headroom(request: JobRequest) -> float:
+    """How much slower than on its request a job may run within its time limit: an elastic
+    job's limit covers a run on its minimum count (docs/elastic.md), any other job's only the
+    run as requested (the limit is the run-time estimate: a cap that slows the job is left to
+    reconcile, which raises the limit with it)."""
+    lo = request.min_gpus
+    if not request.app or lo is None or lo >= request.total_gpus:
+        return 1.0
+    cls = job_class(request.app)
+    return cls.speedup(request.total_gpus) / max(cls.speedup(lo), 1e-12)
 
 
 @lru_cache(maxsize=4096)
@@ -145,12 +157,19 @@ class GreenFlow:
         base_w = node_base_power_w()
         total = request.total_gpus
         options = []
+        headroom = _headroom(request)
         for g in _gpu_options(request, gpn):
             factor = 1.0
-            if g != total and request.app:
+            if g != total:
+                if not request.app:
+                    continue            # no class: another count's speed is not known
                 cls = job_class(request.app)
                 factor = cls.speedup(total) / cls.speedup(g)
-            options.append((g, factor, _cap_table(request.app, g, s.caps_w, model, gpn, base_w)))
+            # no choice that its time limit may not cover: Slurm would kill the job at it
+            rows = tuple(r for r in _cap_table(request.app, g, s.caps_w, model, gpn, base_w)
+                         if factor * r[2] <= headroom * (1 + 1e-9))
+            if rows:
+                options.append((g, factor, rows))
         starts = [now]
         if request.slack_s and "defer" not in request.opt_out and s.may_shift(request.partition):
             starts += [t for t, _ in curve.points if now < t <= now + request.slack_s]
@@ -226,6 +245,8 @@ class GreenFlow:
                 if cap != job.power_cap_w:
                     actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,
                                           power_cap_w=cap,
+                                          time_limit_s=raised_limit_s(job, gpus, cap, now, model,
+                                                                      gpn),
                                           why=f"carbon weight {w_now:.1f} this hour"
                                           + (f" (account {job.account}'s budget)"
                                              if w > weight(s, history) else "")))
@@ -239,6 +260,24 @@ class GreenFlow:
                     actions.append(Action(kind="defer", job_id=job.job_id, policy=self.name,
                                           begin_s=start, why="re-planned on the new forecast"))
         return tuple(actions)
+
+
+def raised_limit_s(job: Job, gpus: int, cap_w: float | None, now_s: float, model: str,
+                   gpn: int) -> float | None:
+    """The time limit a running job needs under ``cap_w`` so that the cap does not kill it:
+    what is left of its limit stretched by the new cap's slowdown over the old one's (None:
+    the cap slows it no more, or the job has no limit or start known). Never lower."""
+    if job.time_limit_s is None or job.start_s is None:
+        return None
+    try:
+        old = capped_job(job.app, gpus, job.power_cap_w, model, gpn)[1]
+        new = capped_job(job.app, gpus, cap_w, model, gpn)[1]
+    except (ConfigError, InputError):
+        return None
+    left_s = job.start_s + job.time_limit_s - now_s
+    if new <= old * (1 + 1e-9) or left_s <= 0:
+        return None
+    return job.time_limit_s + left_s * (new / old - 1)
 
 
 @lru_cache(maxsize=4096)
