@@ -184,9 +184,10 @@ def _with_extra_steps(steps: tuple[str, ...], action: Action) -> tuple[str, ...]
     """A resize that sets a batch also writes the advice, and one that sets a queue tier sets
     it, once the GPU count is set and before the job is released: its next run reads the
     advice at start, and it waits in that tier. A cap that raises the job's time limit raises
-    it after the cap is recorded."""
+    it first: if that fails the cap is not set (the next pass decides again), where a cap set
+    without its limit could have the job killed at the old one."""
     if action.kind == "power_cap" and action.time_limit_s is not None:
-        return (*steps, "set_time_limit")
+        return ("set_time_limit", *steps)
     if action.kind != "resize" or "set_gpus" not in steps:
         return steps
     extra = (("advise",) if action.batch_size is not None else ()) + \

@@ -131,19 +131,22 @@ def test_resize_runs_steps_in_order_and_journals(tmp_path):
                       "step:start_now", "done"]
 
 
-def test_a_cap_with_a_time_limit_records_the_cap_then_raises_the_limit(tmp_path):
+def test_a_cap_with_a_time_limit_raises_the_limit_before_it_records_the_cap(tmp_path):
     cap = Action(kind="power_cap", job_id="7", policy="fixed", power_cap_w=150.0,
                  time_limit_s=7200.0, why="t")
     act = Recorder()
     res = run(tmp_path, Fixed(cap), act)
-    assert act.calls == [("set_power_cap", "7", 150.0), ("set_time_limit", "7", 7200.0)]
+    assert act.calls == [("set_time_limit", "7", 7200.0), ("set_power_cap", "7", 150.0)]
     assert [o.status for o in res.outcomes] == ["done"]
     crashed = Recorder(crash_on="set_time_limit")     # raised, its journal line never written
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "b", Fixed(cap), crashed)
     again = Recorder()
-    run(tmp_path / "b", Fixed(), again)             # the next pass finishes it: the limit again
-    assert again.calls == [("set_time_limit", "7", 7200.0)]
+    run(tmp_path / "b", Fixed(), again)             # the next pass finishes it
+    assert again.calls == [("set_time_limit", "7", 7200.0), ("set_power_cap", "7", 150.0)]
+    refused = Recorder(fail_on="set_time_limit")      # no raise: no cap that could kill it
+    out = run(tmp_path / "c", Fixed(cap), refused)
+    assert [o.status for o in out.outcomes] == ["failed"] and refused.calls == []
 
 
 def test_crash_mid_resize_is_finished_by_next_pass(tmp_path):
