@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from slurm_plugin.sim.carbon import load_carbon  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
+from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.run import Inputs, load_jobs, period_budget, simulate  # noqa: E402
 from slurm_plugin.sim.trace import builtin_trace  # noqa: E402
 
@@ -35,11 +36,13 @@ KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "jobs_timed_out", "unfinished
         "sim_wall_s")
 
 
-def run_zone(args: tuple[str, str, str, int, int]) -> dict:
-    trace, carbon_file, zone, nodes, gpn = args
+def run_zone(args: tuple[str, str, str, int, int, float]) -> dict:
+    trace, carbon_file, zone, nodes, gpn, elastic_share = args
     inputs = Inputs(Path(trace), "philly", ClusterSpec(nodes=nodes, gpus_per_node=gpn), zone,
                     carbon=Path(carbon_file))
     jobs = load_jobs(inputs)
+    if elastic_share:       # these jobs may run on 1 to 2x their GPUs (as bench_elastic.py)
+        jobs = make_elastic(jobs, elastic_share, 0)
     carbon = load_carbon(inputs.carbon, zone, jobs[0].submit_s)
     out = {}
 
@@ -98,10 +101,12 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--gpus-per-node", type=int, default=8)
     ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--elastic-share", type=float, default=0.0,
+                    help="share of jobs given an elastic range (1 to 2x their GPUs; seeded)")
     ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
     a = ap.parse_args()
     cells = [(a.trace, str(Path(a.carbon_dir) / z / a.year / f"{z}_{a.year}_hourly.csv"), z,
-              a.nodes, a.gpus_per_node) for z in a.zones.split(",")]
+              a.nodes, a.gpus_per_node, a.elastic_share) for z in a.zones.split(",")]
     with ProcessPoolExecutor(a.workers) as pool:
         zones = list(pool.map(run_zone, cells))
     for z in zones:

@@ -31,11 +31,10 @@ from ..powersave import POWER_SAVE
 from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
-from .settings import GreenFlowSettings, parse_settings
-from .size import MAX_RESIZES_PER_PASS, free_per_node, is_resizable, resize
+from .settings import DAY_S, GreenFlowSettings, parse_settings
+from .size import MAX_RESIZES_PER_PASS, POWERS, free_per_node, is_resizable, resize
 
 NAME = "greenflow"
-DAY_S = 86400.0
 MOVE_S = 1800.0          # a re-planned start closer than this to the current one stays put
 WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
 
@@ -66,7 +65,7 @@ def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
     lo, hi = req.min_gpus or total, req.max_gpus or total
     if req.num_nodes > 1 or lo == hi:
         return (total,)
-    out = tuple(g for g in (1, 2, 4, 8, 16, 32, 64) if lo <= g <= min(hi, gpn))
+    out = tuple(g for g in POWERS if lo <= g <= min(hi, gpn))
     return out or (total,)
 
 

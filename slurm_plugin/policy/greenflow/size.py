@@ -27,10 +27,10 @@ from collections.abc import Callable
 
 from ...model import Action, Cluster, Job
 from ...physics import job_class
+from .settings import DAY_S
 
 MAX_RESIZES_PER_PASS = 8
-POWERS = (1, 2, 4, 8, 16, 32, 64)
-DAY_S = 86400.0
+POWERS = (1, 2, 4, 8, 16, 32, 64)     # the GPU counts greenflow gives a job (as at submit)
 
 
 def is_resizable(job: Job) -> bool:
