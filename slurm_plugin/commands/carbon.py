@@ -42,6 +42,8 @@ def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
     load waits at least 10 s per request whatever influx.timeout_s says."""
     t0 = time.perf_counter()
     series = carbon_csv.load(file, basis)  # type: ignore[arg-type]
+    if series.skipped:
+        click.echo(f"warning: {series.skipped_note()}", err=True)
     client = InfluxClient.from_config(config.load())
     client.timeout_s = max(client.timeout_s, IMPORT_TIMEOUT_S)
     result = import_series(client, series, zone)

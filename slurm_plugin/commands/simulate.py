@@ -209,6 +209,8 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     else:
         jobs = load_jobs(inputs)
     carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
+    for w in carbon.warnings:
+        click.echo(f"warning: {w}", err=True)
     results, timelines = [], {}
     for name in names:
         writer = None

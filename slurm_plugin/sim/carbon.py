@@ -38,6 +38,7 @@ class WeekAlignedCarbon:
 
     def __init__(self, zone: str, hourly: list[float], source: str, origin_s: float) -> None:
         self.zone, self.hourly, self.source, self.origin_s = zone, hourly, source, origin_s
+        self.warnings: tuple[str, ...] = ()     # what the file lacked (rows skipped)
         self._cum = [0.0]
         for v in hourly:
             self._cum.append(self._cum[-1] + v)
@@ -113,4 +114,7 @@ def load_carbon(path: str | Path | None, zone: str, trace_start_s: float) -> Wee
         vals = per_hour.get(h)
         prev = sum(vals) / len(vals) if vals else prev  # a gap repeats the previous hour
         hourly.append(prev)
-    return WeekAlignedCarbon(zone, hourly, str(p), week_start_s(trace_start_s))
+    out = WeekAlignedCarbon(zone, hourly, str(p), week_start_s(trace_start_s))
+    if series.skipped:
+        out.warnings = (series.skipped_note(),)
+    return out

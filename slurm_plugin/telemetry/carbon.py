@@ -124,6 +124,7 @@ class ImportResult:
     written: int         # points sent to InfluxDB by this import
     first_s: float
     last_s: float
+    skipped: int = 0     # rows of the file without a value (empty or NaN), not stored
 
 
 def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> ImportResult:
@@ -153,7 +154,8 @@ def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> Impo
                 todo.append(p)
     written = client.write(carbon_point(zone, p) for p in todo)
     return ImportResult(zone, series.path, series.format, len(series.points),
-                        len(series.points) - present, present, updated, written, first, last)
+                        len(series.points) - present, present, updated, written, first, last,
+                        len(series.skipped))
 
 
 @record

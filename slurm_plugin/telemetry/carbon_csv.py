@@ -2,14 +2,19 @@
 
 Two formats, told apart by the header line:
 
-- Electricity Maps hourly exports (one file per zone and year):
+- Electricity Maps hourly exports (one file per zone and year), in the older header
   ``Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),
-  Carbon Intensity gCO₂eq/kWh (LCA),...``. ``basis`` picks the life-cycle (``lca``, default)
-  or the direct-emission column; the other is kept as well.
+  Carbon Intensity gCO₂eq/kWh (LCA),...`` and the current one
+  ``Datetime (UTC),Country,Zone name,Zone id,Carbon intensity gCO₂eq/kWh (direct),
+  Carbon intensity gCO₂eq/kWh (Life cycle),...``: column names are matched without regard to
+  case, spacing or the subscript in gCO₂. ``basis`` picks the life-cycle (``lca``, default) or
+  the direct-emission column; the other is kept as well where the file has it.
 - "Let's Wait Awhile" (Wiesner et al., Middleware'21): ``Time,Carbon Intensity`` (life-cycle
   factors), 15- or 30-minute steps, no zone column.
 
-Times are UTC. A bad row raises ``InputError`` naming the file, the line and the field.
+Times are UTC. A row whose chosen value is empty or NaN (an hour the source has no data for)
+is skipped and its line kept in ``CarbonSeries.skipped``, for the caller to report; any other
+bad row raises ``InputError`` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -31,6 +36,28 @@ EM_DIRECT = "Carbon Intensity gCO₂eq/kWh (direct)"
 EM_LCA = "Carbon Intensity gCO₂eq/kWh (LCA)"
 LWA_TIME = "Time"
 LWA_VALUE = "Carbon Intensity"
+# the names each Electricity Maps column has had, as ``_key`` writes them
+_EM_NAMES = {EM_TIME: ("datetime (utc)",), EM_ZONE: ("zone id",),
+             EM_DIRECT: ("carbon intensity gco2eq/kwh (direct)",),
+             EM_LCA: ("carbon intensity gco2eq/kwh (lca)",
+                      "carbon intensity gco2eq/kwh (life cycle)")}
+
+
+def _key(name: str) -> str:
+    """A column name without case, repeated spaces or the subscript: ``gCO₂eq`` = ``gco2eq``."""
+    return " ".join(name.replace("₂", "2").lower().split())
+
+
+def _columns(header: list[str]) -> dict[str, int]:
+    """Each Electricity Maps column the header has -> its index."""
+    keys = [_key(h) for h in header]
+    out = {}
+    for col, names in _EM_NAMES.items():
+        for i, k in enumerate(keys):
+            if k in names:
+                out[col] = i
+                break
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +75,15 @@ class CarbonSeries:
     format: Literal["electricitymaps", "lets-wait-awhile"]
     zone: str                            # the file's Zone Id ("" when the file has none)
     points: tuple[CarbonPoint, ...]
+    skipped: tuple[int, ...] = ()        # lines whose chosen value was empty or NaN
+
+    def skipped_note(self) -> str:
+        """One line on the rows skipped ("" when none)."""
+        if not self.skipped:
+            return ""
+        lines = ", ".join(map(str, self.skipped[:5])) + (", ..." if len(self.skipped) > 5 else "")
+        return (f"carbon csv: {self.path}: {len(self.skipped)} row(s) without a value skipped "
+                f"(line {lines}); the hours around them stand in for them")
 
 
 def _bad(path: str, line: int, fieldname: str, value: object, why: str) -> InputError:
@@ -64,6 +100,12 @@ def _time(path: str, line: int, fieldname: str, text: str) -> float:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
+
+
+def _missing(text: str) -> bool:
+    """An empty or NaN cell: the source had no value for that time."""
+    t = text.strip().lower()
+    return t in ("", "nan", "null", "none", "n/a", "na")
 
 
 def _value(path: str, line: int, fieldname: str, text: str) -> float:
@@ -90,20 +132,29 @@ def load(path: str | Path, basis: Basis = "lca") -> CarbonSeries:
     if not rows:
         raise InputError(f"carbon csv: {name}:1: empty file; expected a header line")
     header = [h.strip() for h in rows[0]]
-    if EM_TIME in header:
-        fmt, need = "electricitymaps", (EM_TIME, EM_DIRECT, EM_LCA)
+    em = _columns(header)
+    if EM_TIME in em:
+        fmt = "electricitymaps"
+        chosen = EM_LCA if basis == "lca" else EM_DIRECT
+        if chosen not in em:
+            raise InputError(f"carbon csv: {name}:1: column {chosen!r} missing from the header"
+                             + (" (or 'Carbon intensity gCO₂eq/kWh (Life cycle)')"
+                                if chosen == EM_LCA else "")
+                             + ("; the file has the other basis only: choose it (wattctl "
+                                "carbon import --basis)"
+                                if (EM_DIRECT if basis == "lca" else EM_LCA) in em else ""))
+        col = em
     elif header[:2] == [LWA_TIME, LWA_VALUE]:
-        fmt, need = "lets-wait-awhile", (LWA_TIME, LWA_VALUE)
+        fmt, chosen = "lets-wait-awhile", LWA_VALUE
+        col = {LWA_TIME: 0, LWA_VALUE: 1}
     else:
         raise InputError(f"carbon csv: {name}:1: header {rows[0][:6]!r} is neither the Electricity "
                          f"Maps format ({EM_TIME!r}, {EM_LCA!r}, ...) nor {LWA_TIME},{LWA_VALUE}")
-    missing = [c for c in need if c not in header]
-    if missing:
-        raise InputError(f"carbon csv: {name}:1: column {missing[0]!r} missing from the header")
-    col = {c: header.index(c) for c in need}
-    zone_col = header.index(EM_ZONE) if EM_ZONE in header else -1
-    width = max(col.values()) + 1
+    time_col = EM_TIME if fmt == "electricitymaps" else LWA_TIME
+    zone_col = col.get(EM_ZONE, -1)
+    width = max(i for c, i in col.items() if c != EM_ZONE) + 1
     by_time: dict[float, CarbonPoint] = {}
+    skipped: list[int] = []
     zone = ""
     for line, row in enumerate(rows[1:], start=2):
         if not row or not any(c.strip() for c in row):
@@ -111,18 +162,23 @@ def load(path: str | Path, basis: Basis = "lca") -> CarbonSeries:
         if len(row) < width:
             raise _bad(name, line, header[len(row)] if len(row) < len(header) else "?", None,
                        f"row has {len(row)} fields, the header {len(header)}")
+        t = _time(name, line, time_col, row[col[time_col]])
+        if _missing(row[col[chosen]]):
+            skipped.append(line)
+            continue
+        value = _value(name, line, chosen, row[col[chosen]])
         if fmt == "electricitymaps":
-            t = _time(name, line, EM_TIME, row[col[EM_TIME]])
-            direct = _value(name, line, EM_DIRECT, row[col[EM_DIRECT]])
-            lca = _value(name, line, EM_LCA, row[col[EM_LCA]])
-            point = CarbonPoint(t, lca if basis == "lca" else direct, direct)
-            if zone_col >= 0 and not zone:
+            direct = None
+            if EM_DIRECT in col and not _missing(row[col[EM_DIRECT]]):
+                direct = _value(name, line, EM_DIRECT, row[col[EM_DIRECT]])
+            point = CarbonPoint(t, value, direct)
+            if zone_col >= 0 and not zone and zone_col < len(row):
                 zone = row[zone_col].strip()
         else:
-            t = _time(name, line, LWA_TIME, row[col[LWA_TIME]])
-            point = CarbonPoint(t, _value(name, line, LWA_VALUE, row[col[LWA_VALUE]]))
+            point = CarbonPoint(t, value)
         by_time[t] = point
     if not by_time:
-        raise InputError(f"carbon csv: {name}: no data rows after the header")
+        raise InputError(f"carbon csv: {name}: no data rows after the header"
+                         + (f" with a value ({len(skipped)} without one)" if skipped else ""))
     points = tuple(by_time[t] for t in sorted(by_time))
-    return CarbonSeries(name, fmt, zone, points)
+    return CarbonSeries(name, fmt, zone, points, tuple(skipped))

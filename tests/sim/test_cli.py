@@ -182,3 +182,23 @@ def test_carbon_budget_reaches_greenflow_and_a_tight_one_defers():
               "--carbon-budget-kg", "1", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["actions"].get("defer", 0) > 0
+
+
+def test_carbon_file_in_the_current_electricity_maps_header_with_gaps(tmp_path):
+    """Electricity Maps' current export header ("Zone id", "... (Life cycle)") is read, and an
+    hour without a value is skipped with a warning, not an error."""
+    lines = ["Datetime (UTC),Country,Zone name,Zone id,Carbon intensity gCO₂eq/kWh (direct),"
+             "Carbon intensity gCO₂eq/kWh (Life cycle),Carbon-free energy percentage (CFE%),"
+             "Renewable energy percentage (RE%),Data source,Data estimated,"
+             "Data estimation method"]
+    for h in range(15 * 24):
+        value = "" if h in (30, 31) else f"{200 + 50 * (h % 24 < 12):.1f}"
+        lines.append(f"2023-01-{1 + h // 24:02d} {h % 24:02d}:00:00,Germany,Germany,DE-LU,"
+                     f"{value},{value},50,50,x,false,")
+    carbon = tmp_path / "DE-LU_2023_hourly.csv"
+    carbon.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(carbon), "--zone", "DE-LU")
+    assert res.exit_code == 0, res.output
+    assert "2 row(s) without a value skipped (line 32, 33)" in res.output
+    res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(carbon), "--zone", "GB")
+    assert res.exit_code != 0 and "the file holds zone 'DE-LU'" in str(res.exception)

@@ -36,6 +36,43 @@ def test_electricity_maps_direct_basis(tmp_path):
     assert [p.gco2_per_kwh for p in s.points] == [62.55, 65.09]
 
 
+# the header of Electricity Maps' current exports (2024 on): other case, "Life cycle" for LCA
+EM_HEADER_NOW = ("Datetime (UTC),Country,Zone name,Zone id,Carbon intensity gCO₂eq/kWh (direct),"
+                 "Carbon intensity gCO₂eq/kWh (Life cycle),Carbon-free energy percentage (CFE%),"
+                 "Renewable energy percentage (RE%),Data source,Data estimated,"
+                 "Data estimation method\n")
+
+
+@pytest.mark.parametrize("basis, want", [("lca", [91.44, 94.66]), ("direct", [62.55, 65.09])])
+def test_electricity_maps_current_header(tmp_path, basis, want):
+    s = load(_file(tmp_path, EM_HEADER_NOW + EM_ROWS), basis=basis)
+    assert (s.format, s.zone, s.skipped) == ("electricitymaps", "GB", ())
+    assert [p.gco2_per_kwh for p in s.points] == want
+
+
+def test_header_names_match_without_case_spacing_or_subscript(tmp_path):
+    header = ("datetime (UTC),zone ID,carbon  intensity gCO2eq/kWh (life cycle)\n")
+    s = load(_file(tmp_path, header + "2023-01-01 00:00:00,GB,91.44\n"))
+    assert (s.zone, [p.gco2_per_kwh for p in s.points], s.points[0].gco2_per_kwh_direct) == \
+        ("GB", [91.44], None)
+
+
+def test_hours_without_a_value_are_skipped_and_reported(tmp_path):
+    rows = ("2023-01-01 00:00:00,GB,GB,GB,62.55,91.44,1,1,x,false,\n"
+            "2023-01-01 01:00:00,GB,GB,GB,,,1,1,x,true,\n"
+            "2023-01-01 02:00:00,GB,GB,GB,60.0,NaN,1,1,x,true,\n"
+            "2023-01-01 03:00:00,GB,GB,GB,,90.0,1,1,x,true,\n")
+    path = _file(tmp_path, EM_HEADER_NOW + rows)
+    s = load(path)
+    assert s.skipped == (3, 4)
+    assert [(p.time_s, p.gco2_per_kwh, p.gco2_per_kwh_direct) for p in s.points] == [
+        (T0, 91.44, 62.55), (T0 + 3 * 3600, 90.0, None)]
+    assert s.skipped_note() == (f"carbon csv: {path}: 2 row(s) without a value skipped "
+                                "(line 3, 4); the hours around them stand in for them")
+    assert load(path, basis="direct").skipped == (3, 5)
+    assert load(_file(tmp_path, EM_HEADER + EM_ROWS, "d.csv")).skipped_note() == ""
+
+
 def test_lets_wait_awhile_format_sorted_and_deduplicated(tmp_path):
     text = ("Time,Carbon Intensity\n2019-12-20 00:30:00,42.1\n2019-12-20 00:00:00,42.3\n"
             "2019-12-20 00:30:00,43.0\n\n")
@@ -48,7 +85,7 @@ def test_lets_wait_awhile_format_sorted_and_deduplicated(tmp_path):
 @pytest.mark.parametrize("rows, line, field", [
     ("2023-01-01 00:00:00,GB,GB,GB,62.55,91.44,1,1,x,false,\n"
      "2023-13-01 01:00:00,GB,GB,GB,62.55,91.44,1,1,x,false,\n", 3, "Datetime (UTC)"),
-    ("2023-01-01 00:00:00,GB,GB,GB,62.55,n/a,1,1,x,false,\n", 2,
+    ("2023-01-01 00:00:00,GB,GB,GB,62.55,abc,1,1,x,false,\n", 2,
      "Carbon Intensity gCO₂eq/kWh (LCA)"),
     ("2023-01-01 00:00:00,GB,GB,GB,-1,91.44,1,1,x,false,\n", 2,
      "Carbon Intensity gCO₂eq/kWh (direct)"),
@@ -70,7 +107,11 @@ def test_bad_lets_wait_awhile_value(tmp_path):
 @pytest.mark.parametrize("text, needle", [
     ("", ":1: empty file"),
     ("a,b\n1,2\n", ":1: header"),
-    ("Datetime (UTC),Zone Id\n", "column 'Carbon Intensity gCO₂eq/kWh (direct)' missing"),
+    ("Datetime (UTC),Zone Id\n", "column 'Carbon Intensity gCO₂eq/kWh (LCA)' missing"),
+    ("Datetime (UTC),Zone Id,Carbon Intensity gCO₂eq/kWh (direct)\n",
+     "the file has the other basis only"),
+    (EM_HEADER + "2023-01-01 00:00:00,GB,GB,GB,62.55,,1,1,x,false,\n",
+     "no data rows after the header with a value (1 without one)"),
     ("Time,Carbon Intensity\n", "no data rows"),
 ])
 def test_bad_files(tmp_path, text, needle):
