@@ -55,11 +55,19 @@ class ProfileRow:
     perf: tuple[float | None, ...]
 
 
-def _app_of(path: Path, rec: dict[str, str]) -> str:
-    exp = (rec.get("exp") or "").strip().lower()
-    if exp:
-        return exp
-    return path.name.split("-")[0].lower()
+APP_COLUMNS = ("exp", "model", "app")     # the column naming a run's application
+
+
+def _app_of(path: Path, rec: dict[str, str], known) -> str:
+    """A run's application: its ``exp`` (``model``, ``app``) column, else the part of the file
+    name that names a known application (``resnet-longhorn-agg.csv``,
+    ``frontera-pagerank-agg.csv``), else the file name's first part."""
+    for c in APP_COLUMNS:
+        v = (rec.get(c) or "").strip().lower()
+        if v:
+            return v
+    parts = path.name.lower().split(".")[0].split("-")
+    return next((p for p in parts if p in known), parts[0])
 
 
 def _location(rec: dict[str, str]) -> tuple[str, int | None, bool]:
@@ -131,7 +139,7 @@ def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None 
                             f"profile-gpus: {path}: line {line}: column uuid: duplicate GPU "
                             f"uuid {uuid!r}: at {node} device {dev} here, at {seen[0]} device "
                             f"{seen[1]} in {seen[2]} line {seen[3]}")
-                classes = app_classes.get(_app_of(path, rec), ())
+                classes = app_classes.get(_app_of(path, rec, app_classes), ())
                 runs.append((uuid, node, dev, strong, classes, t))
     gpus: dict[tuple, GpuRuns] = {}
     for uuid, node, dev, strong, classes, t in runs:

@@ -108,6 +108,21 @@ def test_import_builds_a_profile_the_simulator_and_show_read(tmp_path):
     assert "class A:" in text and "c001-3:1" in text
 
 
+def test_application_from_a_model_column_or_from_any_part_of_the_file_name(tmp_path):
+    """Other clusters' files of the same study: Frontera's pagerank file names its application
+    in a ``model`` column and its file name starts with the cluster (frontera-pagerank-agg.csv);
+    a file without either column is named by the application anywhere in its name."""
+    by_model = _write(tmp_path, "frontera-pagerank-agg.csv",
+                      [r.replace("pagerank,", "", 1) + "" for r in
+                       _gpu_rows("pagerank", [50.0] * 4 + [60.0] * 4)],
+                      head="uuid,cabinet,node,device,perf\n")
+    rows = import_files([by_model], tmp_path / "p.csv")
+    assert [round(r.factors[3], 2) for r in rows] == [1.0] * 4 + [1.2] * 4
+    named = _write(tmp_path, "frontera-resnet-agg.csv",
+                   ["c1,1,0,GPU-a,pagerank,9\n"], head="cabinet,node,device,uuid,model,perf\n")
+    assert import_files([named], tmp_path / "q.csv")[0].perf[3] == 9.0
+
+
 @pytest.mark.parametrize("head,row,match", [
     ("exp,uuid,node,device\n", "resnet,GPU-1,1,0\n", r"line 1: column time or perf: missing"),
     ("exp,node,device,perf\n", "resnet,1,0,3\n", r"line 1: column uuid: missing"),
