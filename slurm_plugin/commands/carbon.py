@@ -81,8 +81,8 @@ def show(zone: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def budget(as_json: bool) -> None:
     """The carbon budget of this period ([greenflow] in the site config) against what jobs
-    spent (job_energy), per account; the forecast to the period's end; the jobs deferred or
-    capped in it."""
+    spent (job_energy), per account; the forecast to the period's end; what greenflow paced
+    on at its last pass (carbon owed, weights); the jobs deferred or capped in it."""
     from ..telemetry.carbon_budget import budget_report
     r = budget_report(config.load(), time.time())
     if as_json:
@@ -97,9 +97,17 @@ def budget(as_json: bool) -> None:
     click.echo(f"  budget {kg(r['budget_kg'])}, spent {kg(r['spent_kg'])}, forecast to the end "
                f"{kg(r['forecast_kg'])}" + ("" if r["budget_kg"] is not None else
                                             " (no budget: set [greenflow] budget_kg_per_day)"))
+    pace = r["pacing"]
+    if pace is not None:
+        click.echo(f"  greenflow at {_utc(pace['at_s'])}: {kg(pace['owed_kg'])} owed by queued "
+                   f"and running jobs (counted as spent), carbon weight "
+                   + ("-" if pace["weight"] is None else f"{pace['weight']:.2f}")
+                   + " (0: JCT alone counts, 1: carbon alone)")
     for a in r["accounts"]:
+        w = (pace or {}).get("accounts", {}).get(a["account"])
         click.echo(f"  account {a['account'] or '-'}: spent {kg(a['spent_kg'])}"
-                   + (f" of {kg(a['budget_kg'])}" if a["budget_kg"] is not None else ""))
+                   + (f" of {kg(a['budget_kg'])}" if a["budget_kg"] is not None else "")
+                   + (f", carbon weight {w:.2f}" if w is not None else ""))
     for key in ("deferred", "capped"):
         jobs = sorted({str(m["job_id"]) for m in r[key]})
         click.echo(f"  {key}: {len(jobs)} job(s)" + (f": {', '.join(jobs)}" if jobs else ""))

@@ -6,11 +6,19 @@ period: spent plus the cluster's GPU power now (the newest ``gpu`` readings) tim
 forecast intensity over the rest of the period (the intensity now where no forecast covers
 it). Jobs deferred or capped: ``reconcile_action`` points of kind ``defer`` or ``power_cap``
 in the period. The budget is GreenFlow's (``[greenflow]`` in the site config).
+
+Pacing: what the ``greenflow`` policy paced on at its last hourly reconcile pass in the
+period, from the reconciler's history (``reconcile.state_dir``): the carbon owed by the queued
+and running jobs (counted as spent: docs/greenflow.md), and the carbon weight that followed,
+for the cluster and each account with a budget. None, with a warning, before its first pass.
 """
 
 from __future__ import annotations
 
 from ..errors import WattError
+from ..history import read_view
+from ..policy.greenflow.observe import (LAST_S, OWED_G, PERIOD_START_S, WEIGHT,
+                                        account_weight_key)
 from ..policy.greenflow.settings import parse_settings
 from .carbon import provider_from_config
 from .influx import InfluxClient, quote_str
@@ -62,6 +70,18 @@ def rest_of_period_g(power_w: float, now_g: float | None,
     return grams
 
 
+def pacing(history, accounts, start_s: float) -> dict[str, Any] | None:
+    """What greenflow paced on at its last pass in the period starting ``start_s`` (None: no
+    pass in it): when, the carbon owed then (kg), the cluster's carbon weight and each of
+    ``accounts``' (0: JCT alone counts, 1: carbon alone)."""
+    last_s = history.get(LAST_S)
+    if last_s is None or history.get(PERIOD_START_S) != start_s:
+        return None
+    owed_g = history.get(OWED_G)
+    return {"at_s": last_s, "owed_kg": _kg(owed_g), "weight": history.get(WEIGHT),
+            "accounts": {a: history.get(account_weight_key(a)) for a in sorted(accounts)}}
+
+
 def _moves(client: InfluxClient, cluster: str, start_s: float, now_s: float
            ) -> dict[str, list[dict[str, Any]]]:
     where = (f"time > {time_ns(start_s)} AND time <= {time_ns(now_s)} AND "
@@ -103,6 +123,10 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
         moves = {"deferred": [], "capped": []}
         warnings.append(f"deferred and capped jobs not read: {exc}")
     accounts = sorted(set(spent) | set(settings.accounts_g))
+    paced = pacing(read_view(cfg["reconcile.state_dir"]), settings.accounts_g, start_s)
+    if paced is None:
+        warnings.append("no greenflow pass in this period yet: pacing unknown (is wattctl "
+                        "reconcile running with policy = \"greenflow\"?)")
     return {
         "cluster": cluster, "zone": cfg["carbon.zone"], "now_s": now_s,
         "period": {"start_s": start_s, "end_s": end_s},
@@ -110,5 +134,5 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
         "forecast_kg": _kg(forecast_g),
         "accounts": [{"account": a, "budget_kg": _kg(settings.accounts_g.get(a)),
                       "spent_kg": _kg(spent.get(a, 0.0))} for a in accounts],
-        **moves, "warnings": warnings,
+        "pacing": paced, **moves, "warnings": warnings,
     }

@@ -23,13 +23,17 @@ def stored(localcluster):
         yield got
 
 
-def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):
+def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored, tmp_path):
     db, data = stored
     env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db,
            "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "50",
-           "WATTBATCH_GREENFLOW_ACCOUNTS": "physics=20,nobody=1"}
-    report = json.loads(proc.run([str(Path(sys.executable).with_name("wattctl")), "carbon",
-                                  "budget", "--json"], env=env, timeout_s=60).stdout)
+           "WATTBATCH_GREENFLOW_ACCOUNTS": "physics=20,nobody=1",
+           "WATTBATCH_RECONCILE_STATE_DIR": str(tmp_path)}     # no greenflow pass yet
+    wattctl = str(Path(sys.executable).with_name("wattctl"))
+    report = json.loads(proc.run([wattctl, "carbon", "budget", "--json"], env=env,
+                                 timeout_s=60).stdout)
+    assert report["pacing"] is None and any("no greenflow pass" in w
+                                            for w in report["warnings"])
     start_s, now_s = report["period"]["start_s"], report["now_s"]
     assert report["budget_kg"] == 50.0 and report["period"]["end_s"] - start_s == 7 * 86400
     want: dict[str, float] = {}
@@ -46,3 +50,18 @@ def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored):
                 if a["kind"] == "defer" and start_s < a["time"] <= now_s}
     assert {m["job_id"] for m in report["deferred"]} == deferred
     assert report["capped"] == [] and report["forecast_kg"] >= report["spent_kg"]
+
+    # the reconciler's history holds greenflow's last pass in this period: shown as pacing
+    (tmp_path / "history.json").write_text(json.dumps({
+        "greenflow.last_s": {"value": now_s - 60, "n": 1},
+        "greenflow.period_start_s": {"value": start_s, "n": 1},
+        "greenflow.owed_g": {"value": 12_345.0, "n": 1},
+        "greenflow.weight": {"value": 0.8, "n": 1},
+        "greenflow.weight@physics": {"value": 1.0, "n": 1}}))
+    report = json.loads(proc.run([wattctl, "carbon", "budget", "--json"], env=env,
+                                 timeout_s=60).stdout)
+    assert report["pacing"] == {"at_s": now_s - 60, "owed_kg": 12.345, "weight": 0.8,
+                                "accounts": {"nobody": None, "physics": 1.0}}
+    text = proc.run([wattctl, "carbon", "budget"], env=env, timeout_s=60).stdout
+    assert "12.345 kg owed by queued and running jobs" in text and "weight 0.80" in text
+    assert "account physics: spent" in text and "carbon weight 1.00" in text
