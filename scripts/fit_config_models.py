@@ -11,8 +11,9 @@ Usage: ``python scripts/fit_config_models.py [--data-dir ../shared/data] [--out 
   (fitted on the 1-GPU rows) and ``sync = a + b * (replicas - 2)``, one line within a node and
   one across nodes (fitted on the ``sync_time`` column), ``gamma`` by grid search.
 - Power cap and batch size on one GPU: the Zeus power traces
-  (``power/zeus/summary_power_<gpu>.csv``) per GPU model and workload, and the Perseus
-  ``power/perseus/csv/<gpu>/zeus_global.csv`` (A100, A40; one batch size, every stage at the same
+  (``power/zeus/summary_power_<gpu>.csv``, every such file present) per GPU model and workload,
+  and the Perseus ``power/perseus/csv/<gpu>/zeus_global.csv`` (every GPU folder present: A100
+  and A40 in the shared data; one batch size, every stage at the same
   limit): ``time(b, cap_max) = ta + tb / b``; ``power(b, cap_max) = pa + pb * b / (b + bh)`` (``bh`` by grid search);
   ``power(b, cap) = (P0 ** -k + cap ** -k) ** (-1 / k)``;
   ``time(b, cap) / time(b, cap_max) = 1 + s * max(0, P0 / cap - 1) ** m``.
@@ -35,8 +36,21 @@ sys.path.insert(0, str(REPO))
 
 from slurm_plugin.physics.config_model import CapFit, ScalingFit  # noqa: E402
 
-ZEUS_GPUS = {"v100": "V100", "a40": "A40", "rtx6000": "RTX6000", "p100": "P100"}
-PERSEUS_GPUS = ("A100", "A40")
+# every file present is read: summary_power_<gpu>.csv (Zeus), csv/<GPU>/zeus_global.csv (Perseus)
+ZEUS_PATTERN = "summary_power_*.csv"
+PERSEUS_FILE = "zeus_global.csv"
+
+
+def zeus_files(data_dir: Path) -> dict[str, Path]:
+    """GPU name (upper case: summary_power_rtx6000.csv -> RTX6000) -> its Zeus file."""
+    return {f.stem[len("summary_power_"):].upper(): f
+            for f in sorted((data_dir / "power" / "zeus").glob(ZEUS_PATTERN))}
+
+
+def perseus_files(data_dir: Path) -> dict[str, Path]:
+    """GPU name (its folder) -> its Perseus zeus_global.csv."""
+    return {f.parent.name: f
+            for f in sorted((data_dir / "power" / "perseus" / "csv").glob(f"*/{PERSEUS_FILE}"))}
 # Pollux workload -> the Zeus (dataset/network) it measures too ("" none: nearest used).
 POLLUX_WORKLOADS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 ZEUS_OF = {"bert": "squad/bert_base_uncased", "cifar10": "cifar100/shufflenetv2",
@@ -152,8 +166,8 @@ def fit_scaling(rows: list[dict]) -> dict:
 def read_zeus(data_dir: Path) -> dict[tuple[str, str], list[dict]]:
     """{(gpu, dataset/network): rows batch, cap_w, time_s, power_w}"""
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for key, gpu in ZEUS_GPUS.items():
-        with open(data_dir / "power" / "zeus" / f"summary_power_{key}.csv", newline="") as fh:
+    for gpu, path in zeus_files(data_dir).items():
+        with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
                 out[(gpu, f"{r['dataset']}/{r['network']}")].append(
                     {"batch": int(r["batch_size"]), "cap_w": float(r["power_limit"]),
@@ -164,9 +178,8 @@ def read_zeus(data_dir: Path) -> dict[tuple[str, str], list[dict]]:
 def read_perseus(data_dir: Path) -> dict[tuple[str, str], list[dict]]:
     """{(gpu, model): rows} from zeus_global.csv (one limit on every stage); power per GPU."""
     out: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for gpu in PERSEUS_GPUS:
-        with open(data_dir / "power" / "perseus" / "csv" / gpu / "zeus_global.csv",
-                  newline="") as fh:
+    for gpu, path in perseus_files(data_dir).items():
+        with open(path, newline="") as fh:
             for r in csv.DictReader(fh):
                 ngpu = int(r["dp"]) * int(r["tp"]) * int(r["pp"])
                 t, e = float(r["time"]), float(r["energy"])
@@ -266,7 +279,7 @@ def fit_all(data_dir: Path) -> dict:
             "rows": len(rows),
         }
     gpu_caps = {}
-    for gpu in PERSEUS_GPUS:
+    for gpu in sorted({g for g, _ in perseus}):
         fits = {m: fit_caps(r) for (g, m), r in sorted(perseus.items()) if g == gpu}
         gpu_caps[gpu] = {"models": fits,
                          "source": f"perseus {gpu}/zeus_global.csv (pipeline-parallel LLMs)"}
