@@ -24,6 +24,20 @@ def snapshot(cfg: SiteConfig) -> Cluster:
     return slurm_snapshot(cfg)
 
 
+def with_limit_use(cfg: SiteConfig, cluster: Cluster) -> Cluster:
+    """``cluster`` with ``limit_use`` from Slurm's accounting; unknown (with a warning) when
+    sacct cannot be read."""
+    from .errors import WattError
+    from .slurm.limit_use import limit_use
+    warnings: list[str] = []
+    try:
+        use = limit_use(cfg, cluster.taken_s, warnings)
+    except WattError as exc:
+        use = None
+        warnings.append(f"time limits' use not read (priced at the whole limits): {exc}")
+    return replace(cluster, limit_use=use, warnings=cluster.warnings + tuple(warnings))
+
+
 def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
     """Telemetry for ``cluster``'s jobs. With ``progress.site_key_file`` set, progress counts
     only when signed by the job's owner (``progress_key``); when that file cannot be read

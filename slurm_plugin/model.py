@@ -169,6 +169,9 @@ class Cluster:
     # how many of ``pending_jobs`` wait in a later tier than 0 (none: that order is by
     # submission); None: unknown
     pending_tiered: int | None = None
+    # the share of their time limits that the jobs ended in the last week used, weighted by
+    # their GPUs (Slurm's accounting; the simulator's finished jobs); None: not read
+    limit_use: float | None = None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

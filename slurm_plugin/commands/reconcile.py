@@ -49,8 +49,11 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     holder: dict = {}
 
     def snap():
-        holder["cluster"] = live.snapshot(cfg)
-        return holder["cluster"]
+        cluster = live.snapshot(cfg)
+        if getattr(policy, "reads_limit_use", False):
+            cluster = live.with_limit_use(cfg, cluster)
+        holder["cluster"] = cluster
+        return cluster
 
     result = reconcile_pass(
         policy=policy,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import deque
 import time
 from dataclasses import replace as dc_replace
 from operator import attrgetter
@@ -51,6 +52,7 @@ from .views import ForecastView, GpuReadings, PendingView, ProgressView
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
 LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
+LIMIT_USE_WINDOW_S = 7 * 86400.0    # Cluster.limit_use: the jobs ended in the last week
 
 
 # Queue order: the --nice tier, then submit order (Slurm's priority here); SimJob.prio is
@@ -142,6 +144,10 @@ class Simulator:
         self.heap: list[tuple] = []
         self.seq = 0
         self.metrics = Metrics(len(jobs))
+        # the jobs ended in the last LIMIT_USE_WINDOW_S: (end, GPU-s used, GPU-s of limit), and
+        # the two sums (Cluster.limit_use)
+        self.limit_log: deque[tuple[float, float, float]] = deque()
+        self.limit_sums = [0.0, 0.0]
         self.gpu_power_total = self.idle_w * self.spec.gpu_count
         self.node_power_total = self.spec.node_base_power_w * self.spec.nodes
         self.busy_gpus = 0          # GPUs holding a running job (not one waiting for a boot)
@@ -220,7 +226,7 @@ class Simulator:
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
                           pending_count=len(self.pending), nodes_version=self.nodes_version,
                           nodes_log=self.nodes_log_view, pending_jobs=self.pending_view,
-                          pending_tiered=self.pending_tiered)
+                          pending_tiered=self.pending_tiered, limit_use=self._limit_use())
         ci, forecast = None, ()
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)
@@ -845,12 +851,33 @@ class Simulator:
         self.metrics.timed_out += timed_out
         j.state, j.end_s, j.work_left = DONE, self.now, 0.0
         self.metrics.job_done(j)
+        limit_s = j.end_by_s - j.run_start_s if j.run_start_s is not None else 0.0
+        if 0.0 < limit_s < float("inf"):        # its last run against that run's limit
+            gpus = j.total_gpus or 1
+            used, asked = gpus * min(self.now - j.run_start_s, limit_s), gpus * limit_s
+            self.limit_log.append((self.now, used, asked))
+            self.limit_sums[0] += used
+            self.limit_sums[1] += asked
         del self.job_views[j.id]
         del self.by_id[j.id]
         left = self._release(j)
         if left:
             self._retune(left)
         self.dirty = True
+
+    def _limit_use(self) -> float | None:
+        """Cluster.limit_use: the GPU-weighted share of their limits that the jobs ended in the
+        last ``LIMIT_USE_WINDOW_S`` used (None: none ended)."""
+        log, sums = self.limit_log, self.limit_sums
+        since = self.now - LIMIT_USE_WINDOW_S
+        while log and log[0][0] < since:
+            _, used, asked = log.popleft()
+            sums[0] -= used
+            sums[1] -= asked
+        if not log:
+            sums[0] = sums[1] = 0.0     # no drift from the subtractions
+            return None
+        return sums[0] / sums[1] if sums[1] > 0 else None
 
     # ---------------------------------------------------------------- reconcile actions
     def _reconcile(self) -> None:

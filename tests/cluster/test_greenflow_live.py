@@ -153,3 +153,46 @@ def test_a_job_of_more_gpu_time_goes_later_in_slurms_queue(localcluster, env, tm
     assert shown[big]["Nice"] == str(100 * tier) and shown[small]["Nice"] == "0"
     assert int(shown[big]["Priority"]) < int(shown[small]["Priority"]), shown
     run(["scancel", big, small], env=env, timeout_s=30)
+
+
+def test_owed_work_is_priced_at_the_share_of_their_limits_that_ended_jobs_used(
+        localcluster, env, tmp_path):
+    """A job ends after a few seconds of its 10 minutes: sacct's record of it enters the
+    measured share of time limits used (``Cluster.limit_use``), and greenflow's reconcile pass
+    prices a queued 2-GPU 60-minute job at that share of its limit, not the whole limit."""
+    from slurm_plugin.live import with_limit_use
+    from slurm_plugin.policy.greenflow.observe import OWED_G, OWED_GPU_W
+    from slurm_plugin.slurm.limit_use import limit_use_of
+    from slurm_plugin.slurm.snapshot import history
+    cfg = localcluster.config()
+    base = (time.time() // HOUR_S) * HOUR_S
+    (tmp_path / "carbon.csv").write_text("Time,Carbon Intensity\n" + "".join(
+        f"{datetime.fromtimestamp(base + k * HOUR_S, timezone.utc):%Y-%m-%d %H:%M:%S},400\n"
+        for k in range(-3, 30)))                      # 400 g/kWh throughout
+    short = run(["sbatch", "--parsable", "-t", "10", "--gres=gpu:1", "--output=/dev/null",
+                 "--wrap=sleep 2"], env=env, timeout_s=30).stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 60
+    while not [r for r in history(cfg, since="now-1hours") if r.job_id == short and r.end_s]:
+        assert time.monotonic() < deadline, f"job {short} not ended in sacct after 60 s"
+        time.sleep(1)
+    mine = [r for r in history(cfg, since="now-1hours") if r.job_id == short][0]
+    assert mine.alloc_tres.get("gres/gpu") == "1" and mine.time_limit_s == 600.0
+    assert 1 <= mine.elapsed_s < 60
+    use = with_limit_use(cfg, snapshot(cfg)).limit_use
+    assert use is not None and 0 < use < 1
+    assert use == pytest.approx(limit_use_of(history(cfg, since="now-7days"), time.time()))
+
+    queued = run(["sbatch", "--parsable", "--begin=now+3600", "-t", "60", "--gres=gpu:2",
+                  "--output=/dev/null", "--wrap=sleep 5"], env=env,
+                 timeout_s=30).stdout.strip().split(";")[0]
+    try:
+        done = run([_bin("wattctl"), "reconcile", "--policy", "greenflow", "--json"], env=env,
+                   timeout_s=120)
+        data = json.loads(done.stdout)
+        assert not [w for w in data["warnings"] if "time limits" in w], data["warnings"]
+        owed_g = History(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / FILE_NAME).view()[OWED_G]
+        # no GPU is allocated: an owed GPU is priced at OWED_GPU_W, at 400 g/kWh
+        want_g = 2 * max(use, 0.05) * 3600 * OWED_GPU_W / 3.6e6 * 400
+        assert owed_g == pytest.approx(want_g, rel=0.05), (owed_g, want_g, use)
+    finally:
+        run(["scancel", queued], env=env, timeout_s=30)

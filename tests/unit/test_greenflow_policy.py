@@ -197,6 +197,27 @@ def test_work_owed_by_queued_and_running_jobs_counts_against_the_budget():
     assert late[OWED_G] == pytest.approx(2 * 3 * 0.4 * 200.0)
 
 
+def test_owed_work_is_priced_at_the_share_of_their_limits_jobs_use():
+    """With ``Cluster.limit_use`` (what ended jobs used of their limits), a queued job owes
+    that share of its limit, a running one that share of what is left of it; the share is
+    clamped to [MIN_LIMIT_USE, 1]."""
+    from slurm_plugin.policy.greenflow.observe import MIN_LIMIT_USE, owed_gpu_s
+    jobs = {"q": Job(job_id="q", state="PENDING", gpus=2, time_limit_s=10 * H),
+            "early": Job(job_id="early", state="RUNNING", gpus=1, start_s=0.0,
+                         time_limit_s=10 * H),
+            "late": Job(job_id="late", state="RUNNING", gpus=1, start_s=-6 * H,
+                        time_limit_s=10 * H)}
+    cl = Cluster(nodes=(), jobs=jobs)
+    at = H    # early ran 1 h, late 7 h
+    assert owed_gpu_s(cl, at)[0] == pytest.approx((20 + 9 + 3) * H)       # whole limits
+    half = replace(cl, limit_use=0.5)
+    # q: 2 x half of 10 h; early: half of its 9 h left; late: half of its 3 h left
+    assert owed_gpu_s(half, at)[0] == pytest.approx((10 + 4.5 + 1.5) * H)
+    assert owed_gpu_s(replace(cl, limit_use=1e-6), at)[0] == pytest.approx(
+        (20 + 9 + 3) * H * MIN_LIMIT_USE)
+    assert owed_gpu_s(replace(cl, limit_use=3.0), at)[0] == owed_gpu_s(cl, at)[0]
+
+
 def _two_accounts_cluster():
     """n0: GPU 0 held by physics' job 1, GPU 1 shared by physics' job 2 and bio's job 3;
     n1: GPU 0 held by bio's job 4; a pending physics job 5 deferred."""

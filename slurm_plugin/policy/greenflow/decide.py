@@ -142,6 +142,8 @@ class GreenFlow:
     name = NAME
     # Idle nodes power down as with slurm-powersave: no budget is met while idle nodes burn.
     slurm_settings = POWER_SAVE
+    # the live reconciler reads Cluster.limit_use (sacct) for it: owed work is priced with it
+    reads_limit_use = True
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         s = parse_settings(ctx.settings)

@@ -8,9 +8,13 @@ since the last measurement, and compares the carbon spent in the budget period w
 budget's pro-rata share by now.
 
 The carbon the cluster already owes counts as spent, as a commitment counts against a budget
-(``owed_g``): the GPU-seconds left to every queued job (GPUs x time limit) and running job (GPUs
-x what is left of its limit), at the power per allocated GPU measured now and the mean forecast
-intensity. With a budget per day or week only what the cluster's GPUs can run before the
+(``owed_g``): the GPU-seconds left to every queued job and running job, at the power per
+allocated GPU measured now and the mean forecast intensity. A job is expected to run the share
+of its time limit that recently ended jobs used (``Cluster.limit_use``, GPU-weighted, from
+Slurm's accounting: limits are upper bounds, often several times the run): a queued job
+``use x limit``, a running one ``use x (limit - elapsed)``, the same share of what is left of
+its limit (it never reaches 0 before the limit, as a job past its typical length still runs).
+Without that figure, the whole limit. With a budget per day or week only what the cluster's GPUs can run before the
 period ends counts (the rest is the next period's); with one budget for a whole run
 (``budget_kg``, whose period holds on past its end), all of it. Without this a budget would not
 bind while a backlog builds up: on a saturated cluster the work of a run's last weeks is paid
@@ -84,23 +88,30 @@ def account_power_w(cluster: Cluster, readings: Readings, node_base_power_w: flo
     return dict(out)
 
 
+MIN_LIMIT_USE = 0.05     # a measured share below this is taken as this (a burst of failures)
+
+
 def owed_gpu_s(cluster: Cluster, now_s: float, accounts=()) -> tuple[float, dict]:
     """(GPU-seconds owed by queued and running jobs, the same per account of ``accounts``): a
-    job's GPUs times its time limit, or what is left of it."""
+    job's GPUs times the share of its time limit jobs use (``Cluster.limit_use``; the whole
+    limit when unknown), of what is left of it for a running job."""
+    use = cluster.limit_use
+    use = 1.0 if use is None else min(1.0, max(MIN_LIMIT_USE, use))
     owed = 0.0
     per_account: dict[str, float] = defaultdict(float)
     for job in cluster.jobs.values():
         gpus = job.gpus * job.num_nodes
         limit_s = job.time_limit_s or DEFAULT_LIMIT_S
+        run_s = use * limit_s
         if job.running:
             gpus = len(job.uses) or gpus
             if job.start_s is not None:
-                limit_s = max(0.0, job.start_s + limit_s - now_s)
+                run_s = use * max(0.0, job.start_s + limit_s - now_s)
         elif not job.pending:
             continue
-        owed += gpus * limit_s
+        owed += gpus * run_s
         if job.account in accounts:
-            per_account[job.account] += gpus * limit_s
+            per_account[job.account] += gpus * run_s
     return owed, per_account
 
 
