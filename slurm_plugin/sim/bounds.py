@@ -68,3 +68,31 @@ def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) 
         tail_gpu_s += gpu_s
         makespan = max(makespan, submit_s + tail_gpu_s / gpus - t0)
     return Bounds(makespan, jct_total / len(jobs))
+
+
+def shift_ceiling(jobs: Sequence[TraceJob], carbon, max_delay_s: float,
+                  step_s: float = 3600.0) -> float:
+    """The least carbon time shifting alone can reach, as a share of every job run at its
+    submission: each job at the start within ``max_delay_s`` of its submission (every
+    ``step_s``) whose run, as long as the trace's, meets the lowest mean intensity of
+    ``carbon`` (``integral_h(t0, t1)``: gCO2/kWh x hours, as the simulator's series), weighted
+    by its GPU-seconds. Optimistic: the true future is known, no job waits for GPUs, power is
+    the same at every hour. A goal below it is out of reach of start times (caps and
+    configurations are outside it)."""
+    integral = carbon.integral_h
+    now = shifted = 0.0
+    steps = int(max_delay_s // step_s)
+    for j in jobs:
+        run_s = max(j.duration_s, 60.0)
+        weight = j.num_gpus     # its carbon: GPUs x power x the intensity's integral
+        base = integral(j.submit_s, j.submit_s + run_s)
+        best = base
+        t = j.submit_s
+        for _ in range(steps):
+            t += step_s
+            got = integral(t, t + run_s)
+            if got < best:
+                best = got
+        now += weight * base
+        shifted += weight * best
+    return shifted / now if now > 0 else 1.0

@@ -95,3 +95,33 @@ def test_elastic_jobs_with_measured_scaling_stay_above_the_bounds(tmp_path):
         r = Simulator(jobs, spec, get_policy(policy), seed=0).run()
         assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
         assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+
+
+class _Hourly:
+    """An intensity series by hour (gCO2/kWh), with the simulator's ``integral_h``."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def integral_h(self, t0_s: float, t1_s: float) -> float:
+        total, t = 0.0, t0_s
+        while t < t1_s - 1e-9:
+            h = int(t // 3600)
+            end = min(t1_s, (h + 1) * 3600.0)
+            total += self.values[h % len(self.values)] * (end - t) / 3600.0
+            t = end
+        return total
+
+
+def test_shift_ceiling_moves_each_job_to_its_cleanest_window_within_reach():
+    from slurm_plugin.sim.bounds import shift_ceiling
+    series = _Hourly([400.0, 400.0, 100.0, 100.0] + [400.0] * 20)
+    one_h = TraceJob(job_id="a", submit_s=0.0, duration_s=3600.0, num_gpus=1, line=2)
+    assert shift_ceiling([one_h], series, 0.0) == 1.0
+    assert shift_ceiling([one_h], series, 3600.0) == 1.0          # hour 1 is as dirty
+    assert shift_ceiling([one_h], series, 2 * 3600.0) == pytest.approx(0.25)
+    # weighted by GPUs: 1 GPU moved to 100 g, 3 GPUs submitted at 5 h: 400 g within reach
+    late = TraceJob(job_id="b", submit_s=5 * 3600.0, duration_s=3600.0, num_gpus=3, line=3)
+    both = shift_ceiling([one_h, late], series, 2 * 3600.0)
+    assert both == pytest.approx((100 + 3 * 400) / (400 + 3 * 400))
+    assert shift_ceiling([one_h], _Hourly([250.0]), 86400.0) == 1.0     # a flat series
