@@ -143,6 +143,9 @@ class Job:
         return self.state == "PENDING"
 
 
+LIMIT_USE_WINDOW_S = 7 * 86400.0    # Cluster.limit_use: the jobs ended in the last week
+
+
 @record
 class Cluster:
     """A snapshot of nodes and jobs at ``taken_s``.
@@ -169,8 +172,8 @@ class Cluster:
     # how many of ``pending_jobs`` wait in a later tier than 0 (none: that order is by
     # submission); None: unknown
     pending_tiered: int | None = None
-    # the share of their time limits that the jobs ended in the last week used, weighted by
-    # their GPUs (Slurm's accounting; the simulator's finished jobs); None: not read
+    # the share of their time limits that the jobs ended in the last LIMIT_USE_WINDOW_S used,
+    # weighted by their GPUs (Slurm's accounting; the simulator's finished jobs); None: not read
     limit_use: float | None = None
 
     def node(self, name: str) -> Node:

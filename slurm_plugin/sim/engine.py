@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections import deque
 import time
+from collections import deque
 from dataclasses import replace as dc_replace
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from ..model import Action, Cluster, GpuUse, Job, JobRequest, Placement, Readings
+from ..model import (LIMIT_USE_WINDOW_S, Action, Cluster, GpuUse, Job, JobRequest, Placement,
+                     Readings)
 from ..physics import (assign_class, clamp_cap_w, group_slowdowns, idle_power_w, job_class,
                        max_power_w)
 from ..physics.job_cap import capped_job
@@ -52,7 +53,6 @@ from .views import ForecastView, GpuReadings, PendingView, ProgressView
 _FINISH, _BEGIN, _BOOT, _SUSPEND, _RECONCILE, _BACKFILL, _TIMEOUT = range(7)
 _EPS = 1e-9
 LOG_VERSIONS = 4096     # recent history and node versions whose changes a policy can ask for
-LIMIT_USE_WINDOW_S = 7 * 86400.0    # Cluster.limit_use: the jobs ended in the last week
 
 
 # Queue order: the --nice tier, then submit order (Slurm's priority here); SimJob.prio is

@@ -2,7 +2,7 @@
 
 A time limit is an upper bound: users ask for several times what their jobs run. A policy that
 prices queued work (greenflow's carbon owed) at the limits overstates it by as much. The share
-is measured over the jobs that ended in the last ``WINDOW_S`` with GPUs and a limit:
+is measured over the jobs that ended in the last ``LIMIT_USE_WINDOW_S`` with GPUs and a limit:
 ``sum(GPUs x elapsed) / sum(GPUs x limit)`` of each job's last run (``sacct -X``).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..config import SiteConfig
+from ..model import LIMIT_USE_WINDOW_S
 from .parse import AcctRecord
 
-WINDOW_S = 7 * 86400.0
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY",
          "PREEMPTED", "DEADLINE", "BOOT_FAIL")
 
@@ -26,7 +26,7 @@ def _gpus(record: AcctRecord) -> int:
 
 
 def limit_use_of(records: Iterable[AcctRecord], now_s: float,
-                 window_s: float = WINDOW_S) -> float | None:
+                 window_s: float = LIMIT_USE_WINDOW_S) -> float | None:
     """The GPU-weighted share of their limits that the GPU jobs ended in ``window_s`` before
     ``now_s`` used; None when none did."""
     used = asked = 0.0
@@ -44,5 +44,5 @@ def limit_use(cfg: SiteConfig, now_s: float, warnings: list[str]) -> float | Non
     """``limit_use_of`` the cluster's accounting (one ``sacct``); rows sacct writes that cannot
     be read are left out with a warning."""
     from .snapshot import history
-    days = int(WINDOW_S // 86400)
+    days = int(LIMIT_USE_WINDOW_S // 86400)
     return limit_use_of(history(cfg, since=f"now-{days}days", warnings=warnings), now_s)

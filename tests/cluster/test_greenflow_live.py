@@ -196,3 +196,38 @@ def test_owed_work_is_priced_at_the_share_of_their_limits_that_ended_jobs_used(
         assert owed_g == pytest.approx(want_g, rel=0.05), (owed_g, want_g, use)
     finally:
         run(["scancel", queued], env=env, timeout_s=30)
+
+
+def test_a_budget_binds_on_queued_work_before_any_carbon_is_spent(localcluster, env, tmp_path):
+    """Nothing spent yet in the day: a pass weighs carbon at 0 while the queue is empty, and at
+    1 once a queued job owes more than the day's budget (its work counts as spent: the budget
+    binds before the carbon is burnt, not after)."""
+    from slurm_plugin.policy.greenflow.observe import OWED_G
+    state = Path(env["WATTBATCH_RECONCILE_STATE_DIR"])
+    env = {**env, "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "0.001"}       # 1 g a day
+    (tmp_path / "carbon.csv").write_text("Time,Carbon Intensity\n" + "".join(
+        f"{datetime.fromtimestamp((time.time() // HOUR_S + k) * HOUR_S, timezone.utc):%Y-%m-%d %H:%M:%S},400\n"
+        for k in range(-3, 30)))
+
+    def weight_after_a_pass() -> tuple[float, float]:
+        now = time.time()
+        (state / FILE_NAME).unlink(missing_ok=True)
+        seed = History(state / FILE_NAME)
+        for key, value in ((LAST_S, now - 2 * HOUR_S), (SPENT_G, 0.0), (WEIGHT, 0.5),
+                           (PERIOD_START_S, (now // 86400) * 86400)):
+            seed.add(key, value)
+        seed.save()
+        run([_bin("wattctl"), "reconcile", "--policy", "greenflow", "--json"], env=env,
+            timeout_s=120)
+        after = History(state / FILE_NAME).view()
+        return after[WEIGHT], after[OWED_G]
+
+    weight, owed = weight_after_a_pass()
+    assert owed == 0.0 and weight < 0.5, (weight, owed)      # under pace, nothing owed
+    held = run(["sbatch", "--parsable", "-H", "-t", "600", "--gres=gpu:4", "--output=/dev/null",
+                "--wrap=sleep 5"], env=env, timeout_s=30).stdout.strip().split(";")[0]
+    try:
+        weight, owed = weight_after_a_pass()
+        assert owed > 1.0 and weight == 1.0, (weight, owed)   # owes grams: over the 1 g budget
+    finally:
+        run(["scancel", held], env=env, timeout_s=30)

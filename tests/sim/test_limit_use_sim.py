@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_plugin.model import Action
+from slurm_plugin.model import LIMIT_USE_WINDOW_S, Action
 from slurm_plugin.policy.baseline import SlurmDefault
 from slurm_plugin.sim.cluster import ClusterSpec
-from slurm_plugin.sim.engine import LIMIT_USE_WINDOW_S, Simulator
+from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.trace import TraceJob
 
 

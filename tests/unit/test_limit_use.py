@@ -7,7 +7,8 @@ from types import MappingProxyType
 
 import pytest
 
-from slurm_plugin.slurm.limit_use import WINDOW_S, limit_use_of
+from slurm_plugin.model import LIMIT_USE_WINDOW_S as WINDOW_S
+from slurm_plugin.slurm.limit_use import limit_use_of
 from slurm_plugin.slurm.parse import AcctRecord
 
 NOW = 1_000_000.0

@@ -14,8 +14,9 @@ of its time limit that recently ended jobs used (``Cluster.limit_use``, GPU-weig
 Slurm's accounting: limits are upper bounds, often several times the run): a queued job
 ``use x limit``, a running one ``use x (limit - elapsed)``, the same share of what is left of
 its limit (it never reaches 0 before the limit, as a job past its typical length still runs).
-Without that figure, the whole limit. With a budget per day or week only what the cluster's GPUs can run before the
-period ends counts (the rest is the next period's); with one budget for a whole run
+Without that figure, the whole limit. With a budget per day or week only what the cluster's
+GPUs can run before the period ends counts (the rest is the next period's); with one budget
+for a whole run
 (``budget_kg``, whose period holds on past its end), all of it. Without this a budget would not
 bind while a backlog builds up: on a saturated cluster the work of a run's last weeks is paid
 after its period ends.
