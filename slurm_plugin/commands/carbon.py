@@ -99,8 +99,11 @@ def budget(as_json: bool) -> None:
                                             " (no budget: set [greenflow] budget_kg_per_day)"))
     pace = r["pacing"]
     if pace is not None:
+        use = pace.get("limit_use")
         click.echo(f"  greenflow at {_utc(pace['at_s'])}: {kg(pace['owed_kg'])} owed by queued "
-                   f"and running jobs (counted as spent), carbon weight "
+                   f"and running jobs (counted as spent"
+                   + (f"; {use:.0%} of their time limits, as jobs use them" if use is not None
+                      else "") + "), carbon weight "
                    + ("-" if pace["weight"] is None else f"{pace['weight']:.2f}")
                    + " (0: JCT alone counts, 1: carbon alone)")
     for a in r["accounts"]:

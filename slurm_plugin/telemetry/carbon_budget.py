@@ -9,7 +9,8 @@ in the period. The budget is GreenFlow's (``[greenflow]`` in the site config).
 
 Pacing: what the ``greenflow`` policy paced on at its last hourly reconcile pass in the
 period, from the reconciler's history (``reconcile.state_dir``): the carbon owed by the queued
-and running jobs (counted as spent: docs/greenflow.md), and the carbon weight that followed,
+and running jobs (counted as spent: docs/greenflow.md) at the share of their time limits that
+jobs use, and the carbon weight that followed,
 for the cluster and each account with a budget. None, with a warning, before its first pass.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from ..errors import WattError
 from ..history import read_view
-from ..policy.greenflow.observe import (LAST_S, OWED_G, PERIOD_START_S, WEIGHT,
+from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
                                         account_weight_key)
 from ..policy.greenflow.settings import parse_settings
 from .carbon import provider_from_config
@@ -72,13 +73,15 @@ def rest_of_period_g(power_w: float, now_g: float | None,
 
 def pacing(history, accounts, start_s: float) -> dict[str, Any] | None:
     """What greenflow paced on at its last pass in the period starting ``start_s`` (None: no
-    pass in it): when, the carbon owed then (kg), the cluster's carbon weight and each of
-    ``accounts``' (0: JCT alone counts, 1: carbon alone)."""
+    pass in it): when, the carbon owed then (kg), the share of their time limits it priced jobs
+    at (``Cluster.limit_use``), the cluster's carbon weight and each of ``accounts``' (0: JCT
+    alone counts, 1: carbon alone)."""
     last_s = history.get(LAST_S)
     if last_s is None or history.get(PERIOD_START_S) != start_s:
         return None
     owed_g = history.get(OWED_G)
-    return {"at_s": last_s, "owed_kg": _kg(owed_g), "weight": history.get(WEIGHT),
+    return {"at_s": last_s, "owed_kg": _kg(owed_g), "limit_use": history.get(LIMIT_USE),
+            "weight": history.get(WEIGHT),
             "accounts": {a: history.get(account_weight_key(a)) for a in sorted(accounts)}}
 
 

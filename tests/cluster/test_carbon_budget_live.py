@@ -57,11 +57,14 @@ def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored, tmp_
         "greenflow.period_start_s": {"value": start_s, "n": 1},
         "greenflow.owed_g": {"value": 12_345.0, "n": 1},
         "greenflow.weight": {"value": 0.8, "n": 1},
-        "greenflow.weight@physics": {"value": 1.0, "n": 1}}))
+        "greenflow.weight@physics": {"value": 1.0, "n": 1},
+        "greenflow.limit_use": {"value": 0.25, "n": 1}}))
     report = json.loads(proc.run([wattctl, "carbon", "budget", "--json"], env=env,
                                  timeout_s=60).stdout)
-    assert report["pacing"] == {"at_s": now_s - 60, "owed_kg": 12.345, "weight": 0.8,
+    assert report["pacing"] == {"at_s": now_s - 60, "owed_kg": 12.345, "limit_use": 0.25,
+                                "weight": 0.8,
                                 "accounts": {"nobody": None, "physics": 1.0}}
     text = proc.run([wattctl, "carbon", "budget"], env=env, timeout_s=60).stdout
     assert "12.345 kg owed by queued and running jobs" in text and "weight 0.80" in text
+    assert "25% of their time limits, as jobs use them" in text
     assert "account physics: spent" in text and "carbon weight 1.00" in text

@@ -161,7 +161,7 @@ def test_owed_work_is_priced_at_the_share_of_their_limits_that_ended_jobs_used(
     measured share of time limits used (``Cluster.limit_use``), and greenflow's reconcile pass
     prices a queued 2-GPU 60-minute job at that share of its limit, not the whole limit."""
     from slurm_plugin.live import with_limit_use
-    from slurm_plugin.policy.greenflow.observe import OWED_G, OWED_GPU_W
+    from slurm_plugin.policy.greenflow.observe import LIMIT_USE, OWED_G, OWED_GPU_W
     from slurm_plugin.slurm.limit_use import limit_use_of
     from slurm_plugin.slurm.snapshot import history
     cfg = localcluster.config()
@@ -190,7 +190,9 @@ def test_owed_work_is_priced_at_the_share_of_their_limits_that_ended_jobs_used(
                    timeout_s=120)
         data = json.loads(done.stdout)
         assert not [w for w in data["warnings"] if "time limits" in w], data["warnings"]
-        owed_g = History(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / FILE_NAME).view()[OWED_G]
+        seen = History(Path(env["WATTBATCH_RECONCILE_STATE_DIR"]) / FILE_NAME).view()
+        owed_g = seen[OWED_G]
+        assert seen[LIMIT_USE] == pytest.approx(max(use, 0.05), rel=0.05)
         # no GPU is allocated: an owed GPU is priced at OWED_GPU_W, at 400 g/kWh
         want_g = 2 * max(use, 0.05) * 3600 * OWED_GPU_W / 3.6e6 * 400
         assert owed_g == pytest.approx(want_g, rel=0.05), (owed_g, want_g, use)

@@ -22,13 +22,13 @@ def test_no_intensity_known_yet_counts_from_the_first_forecast_point():
 
 
 def test_pacing_is_greenflows_last_pass_in_the_period():
-    from slurm_plugin.policy.greenflow.observe import (LAST_S, OWED_G, PERIOD_START_S, WEIGHT,
-                                                       account_weight_key)
+    from slurm_plugin.policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S,
+                                                       WEIGHT, account_weight_key)
     from slurm_plugin.telemetry.carbon_budget import pacing
     hist = {LAST_S: 1000.0, PERIOD_START_S: 0.0, OWED_G: 2500.0, WEIGHT: 0.75,
-            account_weight_key("physics"): 1.0}
+            account_weight_key("physics"): 1.0, LIMIT_USE: 0.4}
     assert pacing(hist, {"physics": 1.0, "bio": 2.0}, 0.0) == {
-        "at_s": 1000.0, "owed_kg": 2.5, "weight": 0.75,
+        "at_s": 1000.0, "owed_kg": 2.5, "limit_use": 0.4, "weight": 0.75,
         "accounts": {"bio": None, "physics": 1.0}}
     assert pacing(hist, {}, 86400.0) is None        # its last pass was in another period
     assert pacing({}, {}, 0.0) is None              # no pass yet

@@ -42,9 +42,9 @@ from ...model import Cluster, Readings
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
-LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G = (
+LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G, LIMIT_USE = (
     "greenflow.last_s", "greenflow.spent_g", "greenflow.period_start_s", "greenflow.weight",
-    "greenflow.owed_g")
+    "greenflow.owed_g", "greenflow.limit_use")
 OWED_GPU_W = 250.0      # power per owed GPU while no GPU is allocated to measure it by
 DEFAULT_LIMIT_S = 3600.0   # a job without a time limit is taken to need this long
 
@@ -92,12 +92,18 @@ def account_power_w(cluster: Cluster, readings: Readings, node_base_power_w: flo
 MIN_LIMIT_USE = 0.05     # a measured share below this is taken as this (a burst of failures)
 
 
+def owed_share(cluster: Cluster | None) -> float:
+    """The share of its time limit a job is expected to run: ``Cluster.limit_use`` within
+    [MIN_LIMIT_USE, 1], the whole limit (1) when unknown."""
+    use = cluster.limit_use if cluster is not None else None
+    return 1.0 if use is None else min(1.0, max(MIN_LIMIT_USE, use))
+
+
 def owed_gpu_s(cluster: Cluster, now_s: float, accounts=()) -> tuple[float, dict]:
     """(GPU-seconds owed by queued and running jobs, the same per account of ``accounts``): a
     job's GPUs times the share of its time limit jobs use (``Cluster.limit_use``; the whole
     limit when unknown), of what is left of it for a running job."""
-    use = cluster.limit_use
-    use = 1.0 if use is None else min(1.0, max(MIN_LIMIT_USE, use))
+    use = owed_share(cluster)
     owed = 0.0
     per_account: dict[str, float] = defaultdict(float)
     for job in cluster.jobs.values():
@@ -178,6 +184,7 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
     mean_ci = sum(v for _, v in points) / len(points) if points else (ci or 0.0)
     if settings.budget_g is not None:
         out[OWED_G] = _owed_g(owed, power_per_gpu_w, mean_ci)
+        out[LIMIT_USE] = owed_share(cluster)
         out[WEIGHT] = _pace(settings.budget_g, spent_g + out[OWED_G], share, settings.gain)
     if settings.accounts_g:
         same_period = history.get(PERIOD_START_S) == start_s
