@@ -203,13 +203,15 @@ def test_owed_work_is_priced_at_the_share_of_their_limits_that_ended_jobs_used(
 def test_a_budget_binds_on_queued_work_before_any_carbon_is_spent(localcluster, env, tmp_path):
     """Nothing spent yet in the day: a pass weighs carbon at 0 while the queue is empty, and at
     1 once a queued job owes more than the day's budget (its work counts as spent: the budget
-    binds before the carbon is burnt, not after)."""
+    binds before the carbon is burnt, not after). The intensity is 0 up to this hour (the idle
+    cluster spends nothing) and 400 g/kWh from the next (what owed work is priced at)."""
     from slurm_plugin.policy.greenflow.observe import OWED_G
     state = Path(env["WATTBATCH_RECONCILE_STATE_DIR"])
     env = {**env, "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "0.001"}       # 1 g a day
+    hour = time.time() // HOUR_S
     (tmp_path / "carbon.csv").write_text("Time,Carbon Intensity\n" + "".join(
-        f"{datetime.fromtimestamp((time.time() // HOUR_S + k) * HOUR_S, timezone.utc):%Y-%m-%d %H:%M:%S},400\n"
-        for k in range(-3, 30)))
+        f"{datetime.fromtimestamp((hour + k) * HOUR_S, timezone.utc):%Y-%m-%d %H:%M:%S},"
+        f"{0 if k <= 1 else 400}\n" for k in range(-3, 30)))
 
     def weight_after_a_pass() -> tuple[float, float]:
         now = time.time()
