@@ -196,6 +196,26 @@ def test_carbon_import_twice_writes_nothing_new(client, env, tmp_path):
     assert shown["points"] == 48 and shown["max"] == 147.0 and shown["min"] == 101.0
 
 
+def test_carbon_import_of_the_current_export_header_with_gaps(client, env, tmp_path):
+    """Electricity Maps' current header ("Zone id", "... (Life cycle)") imports; an hour with
+    no value is skipped, counted and warned about, and not stored."""
+    rows = ["Datetime (UTC),Country,Zone name,Zone id,Carbon intensity gCO₂eq/kWh (direct),"
+            "Carbon intensity gCO₂eq/kWh (Life cycle),Carbon-free energy percentage (CFE%)"]
+    for h in range(6):
+        v = "" if h == 2 else f"{200.0 + h}"
+        rows.append(f"2023-04-01 {h:02d}:00:00,Germany,Germany,DE-LU,{v},{v},50")
+    path = tmp_path / "DE-LU_2023_hourly.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    done = CliRunner().invoke(wattctl, ["carbon", "import", str(path), "--zone", "DE-LU",
+                                        "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    assert "1 row(s) without a value skipped (line 4)" in done.output
+    got = json.loads(done.output.splitlines()[-1])
+    assert (got["points"], got["written"], got["skipped"]) == (5, 5, 1)
+    [s] = client.query('SELECT "gco2_per_kwh" FROM carbon_intensity WHERE "zone" = \'DE-LU\'')
+    assert [v for _, v in s.values] == [200.0, 201.0, 203.0, 204.0, 205.0]
+
+
 def test_influx_and_csv_providers_agree(client, env, tmp_path):
     path = _em_csv(tmp_path, 30)
     CliRunner().invoke(wattctl, ["carbon", "import", str(path), "--zone", "GB"], env=env)
