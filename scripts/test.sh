@@ -14,7 +14,9 @@ keep=${WATTBATCH_KEEP_CLUSTER:-0}
 
 # A cluster that was already up before this run (the demo's, a developer's) is left up: only
 # what this run started is stopped. One this run starts, it starts with no job (--fresh): jobs
-# an earlier run left would otherwise come back and run beside the tests.
+# an earlier run left would otherwise come back and run beside the tests. `up` re-renders the
+# hook scripts and replaces a collector that another checkout started, so a reused cluster runs
+# this checkout's code.
 host_run() {
   local was_up=0 fresh=--fresh
   wattctl localcluster status >/dev/null 2>&1 && was_up=1 && fresh=

@@ -275,9 +275,15 @@ def _collector(spec: Spec) -> bool:
     """The emulated-GPU collector: the fake GPUs' power, energy and utilisation from the
     physics model, every 2 s, into InfluxDB (and each shared job's slowdown file). It runs
     under ``keepalive``, which starts it again whenever it exits (as systemd does on a site)."""
-    if procs.running_pid(spec.pid_file("collector"), "python"):
-        return False
     python = sys.executable
+    code = str(Path(__file__).resolve().parents[2])
+    pid = procs.running_pid(spec.pid_file("collector"), "python")
+    if pid:
+        if _collector_is_ours(pid, python, code):
+            return False
+        # another checkout's (or a removed virtualenv's): its code would emulate the GPUs
+        # and its interpreter may be gone, so this checkout's collector replaces it
+        procs.stop_pid(pid)
     log = str(spec.log_file("collector"))
     _start(["start-stop-daemon", "--start", "--background", "--make-pidfile", "--pidfile",
             str(spec.pid_file("collector")), "--output", log,
@@ -285,8 +291,16 @@ def _collector(spec: Spec) -> bool:
             "--restart-delay-s", "1", "--", python, "-m", "slurm_plugin.cli", "collect",
             "--interval", "2", "--source", "emulated", "--node", "all"],
            spec, "collector", spec.pid_file("collector"), "python", spec.log_file("collector"),
-           env={**spec.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+           env={**spec.env(), "PYTHONPATH": code})
     return True
+
+
+def _collector_is_ours(pid: int, python: str, code: str) -> bool:
+    """Whether the collector supervisor ``pid`` runs this interpreter (still on disk) and
+    this checkout's code."""
+    args = procs.cmdline(pid)
+    return bool(args) and args[0] == python and os.path.exists(python) and \
+        procs.environ(pid).get("PYTHONPATH") == code
 
 
 INFLUX_USER = "wattbatch"

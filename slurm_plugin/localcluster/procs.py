@@ -28,6 +28,16 @@ def cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment (empty when it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (a.decode(errors="replace").partition("=") for a in raw.split(b"\0") if a)
+    return {k: v for k, _, v in pairs}
+
+
 def alive(pid: int | None) -> bool:
     if not pid:
         return False
