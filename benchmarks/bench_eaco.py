@@ -31,7 +31,7 @@ from slurm_plugin.model import (
     Readings,
 )
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.eaco import Eaco
+from slurm_plugin.policy.eaco.decide import Eaco
 
 APPS = ("alexnet", "resnet18", "vgg16", "aps", "lstm", "nas", "transformer", "wavenet")
 LOW = ("alexnet", "resnet18")

@@ -22,7 +22,7 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "gandiva": "gandiva:Gandiva",
     "oracle-bound": "oracle:OracleBound",
     "slurm-powersave": "powersave:SlurmPowersave",
-    "eaco": "eaco:Eaco",
+    "eaco": "eaco.decide:Eaco",
     "carbon-threshold": "carbon_threshold:CarbonThreshold",
     "greenflow": "greenflow.decide:GreenFlow",
     "elastic": "elastic.decide:Elastic",

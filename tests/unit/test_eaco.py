@@ -14,11 +14,11 @@ from slurm_plugin.model import Cluster, Gpu, GpuReading, JobRequest, Node, Readi
 from slurm_plugin.physics import job_class
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.eaco import QUEUE_DEPTH, Eaco
-from slurm_plugin.policy.eaco_predict import group_slowdowns
+from slurm_plugin.policy.eaco.decide import QUEUE_DEPTH, Eaco
+from slurm_plugin.policy.eaco.predict import group_slowdowns
 from slurm_plugin.record import fields
-from slurm_plugin.policy.eaco_settings import EacoSettings, settings_from_site
-from slurm_plugin.policy.eaco_shards import memory_cap_mib, share_weights
+from slurm_plugin.policy.eaco.settings import EacoSettings
+from slurm_plugin.policy.eaco.shards import memory_cap_mib, share_weights
 from slurm_plugin.resources import site_dir
 
 SHAPES = 300
@@ -242,7 +242,9 @@ def test_no_free_gpu_and_no_shards_is_plain_exclusive() -> None:
 def test_defaults_match_site_defaults_and_registry() -> None:
     site = tomllib.loads((site_dir() / "defaults.toml").read_text())
     flat = {f"{sec}.{k}": v for sec, body in site.items() for k, v in body.items()}
-    settings = settings_from_site(flat)
+    # the [eaco] keys plus the site's sharing facts, as the wrapper hands them over
+    settings = {**site["eaco"], "allow_share": flat["policy.allow_share"],
+                "share_gres": flat["slurm.share_gres"]}
     defaults = EacoSettings()
     for f in dataclasses.fields(EacoSettings):
         if f.name in site["eaco"]:

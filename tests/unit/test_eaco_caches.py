@@ -11,8 +11,8 @@ import test_eaco_shapes as shapes
 
 from slurm_plugin.model import Cluster, Gpu, GpuReading, Node, Progress, Readings
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.eaco import Eaco
-from slurm_plugin.policy.eaco_index import KindIndex, NodeMemo
+from slurm_plugin.policy.eaco.decide import Eaco
+from slurm_plugin.policy.eaco.index import KindIndex, NodeMemo
 from slurm_plugin.record import replace
 
 STEPS = 60

@@ -8,8 +8,8 @@ from types import MappingProxyType
 import test_eaco_shapes as shapes
 
 from slurm_plugin.model import JobRequest, Progress
-from slurm_plugin.policy.eaco import Eaco
-from slurm_plugin.policy.eaco_predict import group_slowdowns
+from slurm_plugin.policy.eaco.decide import Eaco
+from slurm_plugin.policy.eaco.predict import group_slowdowns
 from slurm_plugin.history import History
 from slurm_plugin.record import replace
 

@@ -193,7 +193,7 @@ def test_readings_asked_before_the_snapshot_come_from_the_cache_too():
 def test_the_server_makes_the_last_decision_again_to_warm_the_policy(tmp_path):
     """EaCO's shard weights of a GPU kind are computed once per process: made in the server,
     every forked call finds them."""
-    from slurm_plugin.policy import eaco_shards
+    from slurm_plugin.policy.eaco import shards as eaco_shards
     cfg = _cfg(5)
     from wrapper.decide import _settings
     request = JobRequest(name="j", user="u", gpus=1, app="resnet18", allow_share=True)

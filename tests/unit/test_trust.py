@@ -15,7 +15,7 @@ import test_eaco_shapes as shapes
 from slurm_plugin import progress_key
 from slurm_plugin.model import Cluster, Progress
 from slurm_plugin.physics.classes import class_names
-from slurm_plugin.policy.eaco import Eaco
+from slurm_plugin.policy.eaco.decide import Eaco
 from slurm_plugin.record import replace
 from slurm_plugin.slurm.parse import app_from_comment
 from slurm_plugin.telemetry.influx import parse_results

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import InputError
-from ..model import Job, Progress
-from ..physics import JobClass, colocated_slowdown, job_class, shared_gpu_power_w
+from ...errors import InputError
+from ...model import Job, Progress
+from ...physics import JobClass, colocated_slowdown, job_class, shared_gpu_power_w
 
 
 def group_key(apps: Sequence[str]) -> str:

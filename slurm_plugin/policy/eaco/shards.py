@@ -20,9 +20,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
-from ..physics import class_names, node_base_power_w
-from .eaco_predict import group_key, group_slowdowns, known_class, objective
-from .eaco_settings import EacoSettings
+from ...physics import class_names, node_base_power_w
+from .predict import group_key, group_slowdowns, known_class, objective
+from .settings import EacoSettings
 
 # Above this many shards per GPU (MPS offers 100), weights are searched in units of
 # ceil(total / MAX_SEARCH_SHARDS) shards: the same groups fit, and the search stays fast.

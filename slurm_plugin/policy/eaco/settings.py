@@ -1,8 +1,7 @@
 """EaCO's settings: the ``[eaco]`` section of the site config plus the sharing keys it needs.
 
 The defaults mirror ``site/defaults.toml`` (a unit test keeps them equal); docs/eaco.md says
-which data each value comes from. ``settings_from_site`` builds the mapping a caller hands to
-``Context.settings`` from a resolved site config's flat ``section.key`` dict.
+which data each value comes from.
 """
 
 from __future__ import annotations
@@ -38,13 +37,3 @@ class EacoSettings:
         caps of ``max_jobs_per_gpu`` jobs never add up to more than the threshold."""
         return int(gpu_memory_mib * self.mem_threshold_pct / 100 / self.max_jobs_per_gpu)
 
-
-def settings_from_site(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """``Context.settings`` for EaCO from a site config's ``as_dict()``: the ``eaco.*`` keys
-    plus ``policy.allow_share`` and ``slurm.share_gres``."""
-    out = {k[len("eaco."):]: v for k, v in flat.items() if k.startswith("eaco.")}
-    if "policy.allow_share" in flat:
-        out["allow_share"] = flat["policy.allow_share"]
-    if "slurm.share_gres" in flat:
-        out["share_gres"] = flat["slurm.share_gres"]
-    return out

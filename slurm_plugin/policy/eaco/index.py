@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 
-from ..model import Node
+from ...model import Node
 
 
 class NodeMemo:

@@ -15,13 +15,13 @@
    ``max_slowdown`` and their deadlines and the objective ``alpha * energy + (1 - alpha) *
    time per epoch`` beats an exclusive GPU; a free GPU set is taken as it comes;
 4. with no free GPU, or a queue so long the job would not start now, a one-GPU job is handed to
-   Slurm as shards without naming a GPU: the shard count of each class (``eaco_shards``) is
+   Slurm as shards without naming a GPU: the shard count of each class (``shards``) is
    chosen so that any jobs whose shards fit on one GPU are predicted to share it well;
 5. else whole GPUs where Slurm puts them (as ``slurm-default``).
 A job that may not share (opted out, site default off, unknown class, multi-node, or a class
 that shares well with no class) gets whole GPUs; ``why`` says which case applied.
 
-``reconcile`` (``eaco_observe``): the early-stage observation of each shared GPU, recorded in
+``reconcile`` (``observe``): the early-stage observation of each shared GPU, recorded in
 the history, and a move to an exclusive GPU for a job the observation (or the prediction, for
 jobs that met on one GPU unplanned) shows is slowed too much or would miss its deadline.
 
@@ -35,12 +35,12 @@ from typing import Any
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import Action, Gpu, Job, JobRequest, Node, Placement
-from ..physics import JobClass, node_base_power_w, node_resume_delay_s
-from .base import Context, plain_placement
-from .eaco_index import KindIndex, NodeMemo
-from .eaco_observe import ObserveMemo, observe
-from .eaco_predict import (
+from ...model import Action, Gpu, Job, JobRequest, Node, Placement
+from ...physics import JobClass, node_base_power_w, node_resume_delay_s
+from ..base import Context, plain_placement
+from .index import KindIndex, NodeMemo
+from .observe import ObserveMemo, observe
+from .predict import (
     deadline_of,
     group_slowdowns,
     known_class,
@@ -50,9 +50,9 @@ from .eaco_predict import (
     solo_time_s,
     solo_util_pct,
 )
-from .eaco_settings import EacoSettings
-from .eaco_shards import memory_cap_mib, share_weights
-from .powersave import POWER_SAVE
+from .settings import EacoSettings
+from .shards import memory_cap_mib, share_weights
+from ..powersave import POWER_SAVE
 
 NAME = "eaco"
 # Slurm looks at this many queued jobs per scheduling pass (slurm.conf default_queue_depth):
@@ -343,7 +343,7 @@ class Eaco:
         """Candidate GPU sets with residents and free GPU sets, in the order they are tried:
         the least node-on time the job adds first (``_extend_s``), then sharing before running
         alone, the most utilised set, the busiest node. Built one at a time as tried. Of empty
-        nodes only the first of each boot delay (``eaco_index``): the others would come after
+        nodes only the first of each boot delay (``index``): the others would come after
         it, and the first free GPU set tried is taken."""
         k = request.gpus
         want_model = request.gpu_model.lower()

@@ -37,9 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..model import Action, Gpu, Job, Node, Progress
-from .base import Context
-from .eaco_predict import (
+from ...model import Action, Gpu, Job, Node, Progress
+from ..base import Context
+from .predict import (
     deadline_of,
     group_key,
     group_slowdowns,
@@ -48,7 +48,7 @@ from .eaco_predict import (
     repeat_key_of,
     solo_time_s,
 )
-from .eaco_settings import EacoSettings
+from .settings import EacoSettings
 
 # Observed slowdowns within this fraction of max_slowdown are not acted on: a step count read
 # at one instant is accurate to about one step in a hundred.
