@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError
-from ..base import SITE_KEYS
+from ..section import flag, number, parse_section
 
 SOURCE = "elastic"
 
@@ -40,48 +38,22 @@ class ElasticSettings:
     measure_restart_cost: bool = True
 
 
-_KEYS = {"restart_cost_s": 0.0, "min_interval_s": 0.0, "gain_factor": 0.0,
-         "min_efficiency": 0.0, "stale_s": 1.0, "max_samples_per_s_per_gpu": 0.0,
-         "superlinear": 1.0, "fairness_factor": 1.0, "max_resizes_per_pass": 0}
-_MAX = {"min_efficiency": 1.0}
 
-
-def _number(key: str, value: Any) -> float:
-    lo = _KEYS[key]
-    hi = _MAX.get(key, math.inf)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo <= value <= hi:
-        rng = f"a number >= {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
-        raise ConfigError(SOURCE, key, value, f"give {rng}")
-    if key == "max_resizes_per_pass":
-        if value != int(value):
-            raise ConfigError(SOURCE, key, value, "give a whole number >= 0")
-        return int(value)
-    return float(value)
-
-
-_CACHE: tuple[Any, ElasticSettings] | None = None
+_CHECKS = {
+    "restart_cost_s": number(SOURCE, 0.0),
+    "min_interval_s": number(SOURCE, 0.0),
+    "gain_factor": number(SOURCE, 0.0),
+    "min_efficiency": number(SOURCE, 0.0, 1.0),
+    "stale_s": number(SOURCE, 1.0),
+    "max_samples_per_s_per_gpu": number(SOURCE, 0.0),
+    "superlinear": number(SOURCE, 1.0),
+    "fairness_factor": number(SOURCE, 1.0),
+    "max_resizes_per_pass": number(SOURCE, 0, whole=True),
+    "measure_restart_cost": flag(SOURCE),
+}
 
 
 def parse_settings(raw: Mapping[str, Any] | None) -> ElasticSettings:
     """Settings from the policy's section (unknown keys are an error that lists the known;
     the keys every policy's settings carry, ``base.SITE_KEYS``, are passed over)."""
-    global _CACHE
-    if _CACHE is not None and _CACHE[0] is raw:
-        return _CACHE[1]
-    values = {}
-    for key, value in (raw or {}).items():
-        if key in SITE_KEYS:
-            continue
-        if key == "measure_restart_cost":
-            if not isinstance(value, bool):
-                raise ConfigError(SOURCE, key, value, "give true or false")
-            values[key] = value
-            continue
-        if key not in _KEYS:
-            known = ", ".join(sorted([*_KEYS, "measure_restart_cost"]))
-            raise ConfigError(SOURCE, key, value, f"unknown key; known: {known}")
-        values[key] = _number(key, value)
-    out = ElasticSettings(**values)
-    _CACHE = (raw, out)
-    return out
+    return parse_section(SOURCE, raw, ElasticSettings, _CHECKS)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import ConfigError
-from ..base import SITE_KEYS
+from ..section import number, parse_section
 
 SOURCE = "ones"
 
@@ -44,41 +42,23 @@ class OnesSettings:
     statistical_efficiency: int = 1
 
 
-_MIN = {"population": 2, "generations": 0, "crossover_p": 0.0, "mutation_p": 0.0, "seed": 0,
-        "restart_cost_s": 0.0, "min_interval_s": 0.0, "min_gain": 0.0, "hold_s": 1.0,
-        "lookahead": 1, "max_resizes_per_pass": 0, "statistical_efficiency": 0}
-_MAX = {"population": 256, "generations": 64, "crossover_p": 1.0, "mutation_p": 1.0,
-        "statistical_efficiency": 1}
-_INTS = {"population", "generations", "seed", "lookahead", "max_resizes_per_pass",
-         "statistical_efficiency"}
 
-
-def _number(key: str, value: Any) -> float | int:
-    lo, hi = _MIN[key], _MAX.get(key, math.inf)
-    whole = key in _INTS
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo <= value <= hi or (whole and value != int(value)):
-        kind = "a whole number" if whole else "a number"
-        rng = f"{kind} >= {lo:g}" + (f" and <= {hi:g}" if hi != math.inf else "")
-        raise ConfigError(SOURCE, key, value, f"give {rng}")
-    return int(value) if whole else float(value)
-
-
-_CACHE: tuple[Any, OnesSettings] | None = None
+_CHECKS = {
+    "population": number(SOURCE, 2, 256, whole=True),
+    "generations": number(SOURCE, 0, 64, whole=True),
+    "crossover_p": number(SOURCE, 0.0, 1.0),
+    "mutation_p": number(SOURCE, 0.0, 1.0),
+    "seed": number(SOURCE, 0, whole=True),
+    "restart_cost_s": number(SOURCE, 0.0),
+    "min_interval_s": number(SOURCE, 0.0),
+    "min_gain": number(SOURCE, 0.0),
+    "hold_s": number(SOURCE, 1.0),
+    "lookahead": number(SOURCE, 1, whole=True),
+    "max_resizes_per_pass": number(SOURCE, 0, whole=True),
+    "statistical_efficiency": number(SOURCE, 0, 1, whole=True),
+}
 
 
 def parse_settings(raw: Mapping[str, Any] | None) -> OnesSettings:
     """Settings from the policy's section (unknown keys are an error that lists the known)."""
-    global _CACHE
-    if _CACHE is not None and _CACHE[0] is raw:
-        return _CACHE[1]
-    values = {}
-    for key, value in (raw or {}).items():
-        if key in SITE_KEYS:
-            continue
-        if key not in _MIN:
-            raise ConfigError(SOURCE, key, value, f"unknown key; known: {', '.join(sorted(_MIN))}")
-        values[key] = _number(key, value)
-    out = OnesSettings(**values)
-    _CACHE = (raw, out)
-    return out
+    return parse_section(SOURCE, raw, OnesSettings, _CHECKS)

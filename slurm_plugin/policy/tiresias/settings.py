@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ConfigError
-from ..base import SITE_KEYS
+from ..section import number, parse_section
 
 SOURCE = "tiresias"
 
@@ -25,40 +25,24 @@ class TiresiasSettings:
     max_preemptions_per_pass: int = 16
 
 
-_CACHE: tuple[Any, TiresiasSettings] | None = None
+
+def _thresholds(key: str, value: Any) -> tuple[float, ...]:
+    ok = isinstance(value, (list, tuple)) and value and all(
+        not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+        for v in value) and list(value) == sorted(value)
+    if not ok:
+        raise ConfigError(SOURCE, key, value, "give ascending positive GPU-seconds, e.g. "
+                                              "[3600, 36000]")
+    return tuple(float(v) for v in value)
 
 
-def _bad(key: str, value: Any, fix: str) -> ConfigError:
-    return ConfigError(SOURCE, key, value, fix)
+_CHECKS = {
+    "thresholds_gpu_s": _thresholds,
+    "lookahead": number(SOURCE, 1, whole=True),
+    "max_preemptions_per_pass": number(SOURCE, 0, whole=True),
+}
 
 
 def parse_settings(raw: Mapping[str, Any] | None) -> TiresiasSettings:
-    global _CACHE
-    if _CACHE is not None and _CACHE[0] is raw:
-        return _CACHE[1]
-    values: dict[str, Any] = {}
-    for key, value in (raw or {}).items():
-        if key in SITE_KEYS:
-            continue
-        if key == "thresholds_gpu_s":
-            ok = isinstance(value, (list, tuple)) and value and all(
-                not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
-                and v > 0 for v in value) and list(value) == sorted(value)
-            if not ok:
-                raise _bad(key, value, "give ascending positive GPU-seconds, e.g. [3600, 36000]")
-            values[key] = tuple(float(v) for v in value)
-        elif key in ("lookahead", "max_preemptions_per_pass"):
-            lo = 1 if key == "lookahead" else 0
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value < lo or value != int(value):
-                raise _bad(key, value, f"give a whole number >= {lo}")
-            values[key] = int(value)
-        else:
-            raise _bad(key, value, "unknown key; known: lookahead, max_preemptions_per_pass, "
-                                   "thresholds_gpu_s (queued jobs are no longer held: no "
-                                   "hold_s)" if key == "hold_s" else
-                       "unknown key; known: lookahead, max_preemptions_per_pass, "
-                       "thresholds_gpu_s")
-    out = TiresiasSettings(**values)
-    _CACHE = (raw, out)
-    return out
+    return parse_section(SOURCE, raw, TiresiasSettings, _CHECKS,
+                         unknown={"hold_s": "queued jobs are no longer held: no hold_s"})
