@@ -10,7 +10,9 @@ needs no more samples): the gain that would be illusory;
 (c) speed on Philly (64 x 8 GPUs, ``--elastic-share`` of jobs elastic, reconcile every 300 s):
 jobs per second of simulation with ``ones`` (goal >= 1,000), wall-clock and per CPU-second
 (``time.process_time``: less moved by other work on the machine), on the first ``--philly-jobs``;
-(d) one reconcile pass of ``ones`` at 1,000 nodes x 8 GPUs and 10,000 jobs (goal <= 1 s).
+(d) one reconcile pass of ``ones`` at 1,000 nodes x 8 GPUs and 10,000 jobs (goal <= 1 s);
+with (a) and (b), the average JCT no scheduler choosing GPU counts and batch sizes beats
+(``sim/bounds.batch_jct_bound``) over tiresias's, per workload.
 
 Usage::
 
@@ -30,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from slurm_plugin.policy import get_policy  # noqa: E402
+from slurm_plugin.sim.bounds import batch_jct_bound  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
@@ -55,7 +58,9 @@ def run_one(args: tuple) -> dict:
                     statistical_efficiency=stat_eff)
     r = sim.run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    bound = batch_jct_bound(jobs, nodes * gpn, stat_eff) if policy == "tiresias" else None
     return {"trace": Path(path).stem, "policy": policy, "seed": seed, "stat_eff": stat_eff,
+            "bound_s": bound, "alone_s": statistics.fmean(j.duration_s for j in jobs),
             "avg_jct_s": r["avg_jct_s"], "makespan_s": r["makespan_s"], "jobs": r["jobs"],
             "finished": r["jobs_finished"], "timed_out": r["jobs_timed_out"],
             "resizes": r["actions"].get("resize", 0), "wall_s": wall, "cpu_s": cpu,
@@ -87,6 +92,16 @@ def pollux_table(rows: list[dict], stat_eff: bool, seeds: list[int]) -> None:
     for b in BASELINES:
         xs = [x["avg_jct_s"] for x in rows if x["policy"] == b and x["stat_eff"] == stat_eff]
         print(f"{b}: mean avg JCT {statistics.mean(xs):.0f} s")
+    bound = [x["bound_s"] / x["avg_jct_s"] for x in rows if x["policy"] == "tiresias"
+             and x["stat_eff"] == stat_eff]
+    alone = [x["alone_s"] / x["avg_jct_s"] for x in rows if x["policy"] == "tiresias"
+             and x["stat_eff"] == stat_eff]
+    if bound:
+        print(f"lower bound for any scheduler choosing GPU counts and batch sizes "
+              f"(sim/bounds.batch_jct_bound: each job alone from its submission at its fastest "
+              f"count and batch) / tiresias: avg JCT {spread(bound)} over {len(bound)} workloads")
+        print(f"every job alone from its submission as it asked (no wait, no change) / "
+              f"tiresias: avg JCT {spread(alone)}")
 
 
 def micro(nodes: int = 1000, gpn: int = 8, n_jobs: int = 10_000, repeat: int = 3) -> float:

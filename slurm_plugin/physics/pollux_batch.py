@@ -68,3 +68,32 @@ def measured_batch_range(app: str) -> tuple[int, int]:
     """The smallest and largest global batch sizes Pollux measured ``app``'s validation at."""
     _, _, bs, _ = _tables(app)
     return int(bs[0]), int(bs[-1])
+
+
+BATCH_GRID = 256    # batch sizes tried between a count's bounds (log-spaced), besides the knots
+
+
+def fastest_run_s(app: str, counts, lo: float | None = None, hi: float | None = None,
+                  stat_eff: bool = True, ref_batch: float | None = None) -> float | None:
+    """The shortest run of a whole ``app`` job over ``counts`` (GPU counts) and every global
+    batch allowed on each (within ``lo..hi``): the measured batch sizes and local batch sizes
+    (the interpolation's knots) and ``BATCH_GRID`` log-spaced batches between them. None when
+    no batch runs on any count."""
+    grid, _, bs, _ = _tables(app)
+    best = None
+    for n in counts:
+        b = batch_bounds(app, n, lo, hi)
+        if b is None:
+            continue
+        b0, b1 = b
+        tries = {float(b0), float(b1)}
+        tries.update(x for x in bs if b0 <= x <= b1)
+        tries.update(n * x for x in grid if b0 <= n * x <= b1)
+        if b1 > b0:
+            ratio = b1 / b0
+            tries.update(b0 * ratio ** (k / BATCH_GRID) for k in range(1, BATCH_GRID))
+        for batch in tries:
+            r = progress_rate(app, n, batch, stat_eff, ref_batch)
+            if r > 0 and (best is None or 1.0 / r < best):
+                best = 1.0 / r
+    return best

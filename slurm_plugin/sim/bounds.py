@@ -8,8 +8,11 @@ them: co-located jobs can do more work per GPU-second than one job alone).
 - The work submitted at or after a time T cannot end before T plus that work, each job at its
   least GPU-time (its most efficient count), spread perfectly over every GPU (the area bound).
 
-The makespan bound is the larger of the two over every job and every submission time. Both
-are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU batch
+The makespan bound is the larger of the two over every job and every submission time.
+``batch_jct_bound`` is the average-JCT bound for a policy that also chooses batch sizes
+(``ones``): each job alone from its submission at its fastest GPU count and global batch, its
+samples to target growing with the batch (statistical efficiency) as the simulator's batch
+model has them. All are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU batch
 the trace gives it), so real schedules stay above, as long as jobs run to their end: one killed
 at a time limit shorter than its run ends sooner than any bound on its run.
 """
@@ -68,6 +71,30 @@ def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) 
         tail_gpu_s += gpu_s
         makespan = max(makespan, submit_s + tail_gpu_s / gpus - t0)
     return Bounds(makespan, jct_total / len(jobs))
+
+
+def batch_jct_bound(jobs: Sequence[TraceJob], gpus: int, stat_eff: bool = True) -> float:
+    """The average JCT no scheduler beats when it may change GPU counts and global batch sizes:
+    each job from its submission at the fastest of its runs on whole GPUs (as ``lower_bounds``:
+    the trace's own batch per GPU) and, with a batch model (a profiled application and a batch
+    size), every count in its range at every global batch allowed there
+    (``pollux_batch.fastest_run_s``: what the simulator runs a resized job at)."""
+    from ..physics.pollux import pollux_apps
+    from ..physics.pollux_batch import fastest_run_s
+    if not jobs:
+        return 0.0
+    apps = set(pollux_apps())
+    total = 0.0
+    for j in jobs:
+        ref = _speedup(j, j.num_gpus)
+        best = min(j.duration_s * ref / _speedup(j, n) for n in _counts(j, gpus))
+        if j.app in apps and j.batch_size:
+            run = fastest_run_s(j.app, _counts(j, gpus), j.min_batch_size, j.max_batch_size,
+                                stat_eff, j.batch_size)
+            if run is not None and run < best:
+                best = run
+        total += best
+    return total / len(jobs)
 
 
 def shift_ceiling(jobs: Sequence[TraceJob], carbon, max_delay_s: float,

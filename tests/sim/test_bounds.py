@@ -4,12 +4,13 @@ never above what a policy that gives jobs whole GPUs reaches in the simulator.""
 from __future__ import annotations
 
 import random
+import statistics
 
 import pytest
 
 from slurm_plugin.physics.variability import load_profile
 from slurm_plugin.policy import get_policy
-from slurm_plugin.sim.bounds import lower_bounds
+from slurm_plugin.sim.bounds import batch_jct_bound, lower_bounds
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.trace import TraceJob, read_trace
@@ -95,6 +96,53 @@ def test_elastic_jobs_with_measured_scaling_stay_above_the_bounds(tmp_path):
         r = Simulator(jobs, spec, get_policy(policy), seed=0).run()
         assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
         assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+
+
+def _pollux_rows(tmp_path, n_jobs, seed):
+    from slurm_plugin.physics.pollux import pollux_apps
+    from slurm_plugin.physics.pollux_batch import measured_batch_range
+    rng = random.Random(seed)
+    rows = ["name,time,application,num_replicas,batch_size"]
+    for i in range(n_jobs):
+        app = rng.choice(sorted(pollux_apps()))
+        gpus = rng.choice([1, 2, 4])
+        lo, hi = measured_batch_range(app)
+        batch = max(gpus, int(lo * (hi / lo) ** rng.random()))
+        rows.append(f"j{i},{rng.randint(0, 4000)},{app},{gpus},{batch}")
+    path = tmp_path / f"w{seed}.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return read_trace(path, "pollux")
+
+
+def test_batch_bound_of_one_job_is_its_fastest_count_and_batch(tmp_path):
+    from slurm_plugin.physics.pollux_batch import batch_bounds, progress_rate
+    for j in _pollux_rows(tmp_path, 6, 3):
+        bound = batch_jct_bound([j], 16)
+        assert 0 < bound <= j.duration_s * (1 + 1e-9)      # its request is one choice
+        # on whole GPUs at the trace's batch per GPU, then a finer search by brute force
+        best = lower_bounds([j], 16).avg_jct_s
+        for n in range(j.min_gpus or j.num_gpus, min(j.max_gpus or j.num_gpus, 16) + 1):
+            b = batch_bounds(j.app, n, j.min_batch_size, j.max_batch_size)
+            if b:
+                for k in range(2001):
+                    batch = b[0] * (b[1] / b[0]) ** (k / 2000)
+                    best = min(best, 1.0 / progress_rate(j.app, n, batch, True, j.batch_size))
+        assert bound == pytest.approx(best, rel=1e-3), j
+
+
+def test_no_policy_choosing_counts_and_batches_beats_the_batch_bound(tmp_path):
+    """The bound ``bench_ones.py`` prints against tiresias: ones, elastic, tiresias and
+    slurm-default all stay above it, with statistical efficiency on and off."""
+    jobs = _pollux_rows(tmp_path, 30, 11)
+    spec = ClusterSpec(nodes=4, gpus_per_node=4, reconcile_interval_s=60.0)
+    for stat_eff in (True, False):
+        bound = batch_jct_bound(jobs, spec.gpu_count, stat_eff)
+        assert 0 < bound < statistics.fmean(j.duration_s for j in jobs)
+        for policy in ("ones", "elastic", "tiresias", "slurm-default"):
+            settings = {"statistical_efficiency": int(stat_eff)} if policy == "ones" else None
+            r = Simulator(jobs, spec, get_policy(policy), seed=0, settings=settings,
+                          statistical_efficiency=stat_eff).run()
+            assert r["avg_jct_s"] >= bound * (1 - 1e-3), (policy, stat_eff)
 
 
 class _Hourly:
