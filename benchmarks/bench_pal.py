@@ -6,7 +6,8 @@ builds from the raw Longhorn measurements) and each seed (class assignment, time
 spread of the profile over the cluster all follow the seed): geomean JCT, makespan and GPU
 utilisation (``gpu_alloc_of_installed``) of pal over packed-sticky. Goals: geomean JCT <= 0.55x,
 makespan <= 0.6x; the two profiles' ratios within 5% of each other; pal at >= 2,000 jobs/s.
-It also prints the makespan no scheduler can beat (``sim/bounds.py``) over packed-sticky's.
+It also prints the makespan and geomean JCT no scheduler can beat (``sim/bounds.py``) over
+packed-sticky's.
 Runs go in parallel processes (``--workers``).
 
 Usage::
@@ -131,8 +132,11 @@ def main() -> int:
         low = lower_bounds(jobs_in, a.nodes * a.gpus_per_node, time_factor=fastest)
         mk = [low.makespan_s / by[(label, "packed-sticky", s)]["makespan_s"]
               for s in range(a.seeds)]
+        gm = [low.geomean_jct_s / by[(label, "packed-sticky", s)]["geomean_jct_s"]
+              for s in range(a.seeds)]
         print(f"lower bound for any scheduler ({label}, fastest GPU x{fastest:.3f}; "
-              f"sim/bounds.py): makespan {spread(mk)} of packed-sticky's")
+              f"sim/bounds.py): makespan {spread(mk)}, geomean JCT {spread(gm)} of "
+              f"packed-sticky's")
     print()
     walls = [r["sim_wall_s"] for r in res if r["policy"] == "pal"]
     speeds = [r["jobs"] / w for r, w in zip([r for r in res if r["policy"] == "pal"], walls)]

@@ -4,7 +4,8 @@ ratio goal against a baseline can be met at all on a given workload (GPU sharing
 them: co-located jobs can do more work per GPU-second than one job alone).
 
 - A job cannot end before its submission plus its run at its fastest GPU count (alone on the
-  cluster, no wait, no restart): its own bound, and the average of those is the JCT bound.
+  cluster, no wait, no restart): its own bound; their average and geometric mean are the
+  average- and geomean-JCT bounds.
 - The work submitted at or after a time T cannot end before T plus that work, each job at its
   least GPU-time (its most efficient count), spread perfectly over every GPU (the area bound).
 
@@ -19,6 +20,7 @@ at a time limit shorter than its run ends sooner than any bound on its run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +32,7 @@ from .trace import TraceJob
 class Bounds:
     makespan_s: float       # from the first submission
     avg_jct_s: float
+    geomean_jct_s: float    # each job's own bound, their geometric mean (the metric's floor)
 
 
 def _speedup(job: TraceJob, n: int) -> float:
@@ -54,9 +57,9 @@ def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) 
     the least a run can take relative to the trace's durations on the cluster's fastest GPU
     (a variability profile's lowest factor; 1: every GPU as the trace's)."""
     if not jobs:
-        return Bounds(0.0, 0.0)
+        return Bounds(0.0, 0.0, 0.0)
     t0 = min(j.submit_s for j in jobs)
-    makespan, jct_total, area = 0.0, 0.0, []
+    makespan, jct_total, log_total, area = 0.0, 0.0, 0.0, []
     for j in jobs:
         ref = _speedup(j, j.num_gpus) * time_factor
         counts = _counts(j, gpus)
@@ -64,13 +67,14 @@ def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) 
         least_gpu_s = min(j.duration_s * ref / _speedup(j, n) * n for n in counts)
         makespan = max(makespan, j.submit_s + fastest_s - t0)
         jct_total += fastest_s
+        log_total += math.log(max(fastest_s, 1e-9))     # as the simulator's geomean metric
         area.append((j.submit_s, least_gpu_s))
     area.sort()
     tail_gpu_s = 0.0
     for submit_s, gpu_s in reversed(area):
         tail_gpu_s += gpu_s
         makespan = max(makespan, submit_s + tail_gpu_s / gpus - t0)
-    return Bounds(makespan, jct_total / len(jobs))
+    return Bounds(makespan, jct_total / len(jobs), math.exp(log_total / len(jobs)))
 
 
 def batch_jct_bound(jobs: Sequence[TraceJob], gpus: int, stat_eff: bool = True) -> float:

@@ -26,6 +26,12 @@ def test_one_job_alone_at_its_fastest_count():
     b = lower_bounds([job(1, 50.0, 1800.0, 2, 1, 4, sp)], gpus=8)
     assert b.makespan_s == pytest.approx(1800.0 * 1.8 / 2.4)
     assert b.avg_jct_s == pytest.approx(1800.0 * 1.8 / 2.4)
+    assert b.geomean_jct_s == pytest.approx(1800.0 * 1.8 / 2.4)
+
+
+def test_geomean_bound_is_the_geometric_mean_of_each_jobs_own():
+    b = lower_bounds([job(1, 0.0, 100.0, 1), job(2, 0.0, 10_000.0, 1)], gpus=2)
+    assert b.geomean_jct_s == pytest.approx(1000.0) and b.avg_jct_s == pytest.approx(5050.0)
 
 
 def test_the_fastest_gpu_shortens_the_bounds():
@@ -65,6 +71,7 @@ def test_no_policy_beats_the_bounds(tmp_path, case, make_trace):
         r = Simulator(jobs, spec, get_policy(policy), seed=case).run()
         assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
         assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+        assert r["geomean_jct_s"] >= b.geomean_jct_s * (1 - 1e-9), policy
     # on GPUs that vary (PAL's profile spread over the cluster): bounded by the fastest one
     prof = load_profile()
     var = prof.factors(spec.gpu_count, case)
@@ -74,6 +81,7 @@ def test_no_policy_beats_the_bounds(tmp_path, case, make_trace):
         r = Simulator(jobs, spec, get_policy(policy), seed=case, variability=var).run()
         assert r["makespan_s"] >= b.makespan_s - 1e-6, policy
         assert r["avg_jct_s"] >= b.avg_jct_s - 1e-6, policy
+        assert r["geomean_jct_s"] >= b.geomean_jct_s * (1 - 1e-9), policy
 
 
 def test_elastic_jobs_with_measured_scaling_stay_above_the_bounds(tmp_path):
