@@ -347,3 +347,59 @@ def test_passes_resumed_after_soft_changes_decide_as_fresh_ones(tmp_path, case, 
     b = _HardSoftChanges(jobs, spec, get_policy(name), seed=case, carbon=carbon).run()
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     assert a == b
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_every_policy_keeps_capacity_and_finishes_every_job_with_elastic_jobs(tmp_path, case,
+                                                                              make_trace):
+    """Every built-in policy (the resizing ones too) on random shapes, with none, half or all
+    of the jobs elastic: no GPU over capacity, no start before submission or ``--begin``
+    (``CheckedSimulator``), every job finished."""
+    from slurm_plugin.policy.registry import builtin_policy_names
+    from slurm_plugin.sim.elastic_share import make_elastic
+    names = [n for n in builtin_policy_names() if n not in ("oracle-bound", "baseline")]
+    rng = random.Random(50_000 + case)
+    spec = ClusterSpec(nodes=rng.randint(1, 6), gpus_per_node=rng.choice([1, 2, 4, 8]),
+                       shards_per_gpu=rng.choice([0, 2, 4]), backfill_depth=rng.choice([1, 5, 100]),
+                       reconcile_interval_s=rng.choice([30.0, 60.0, 600.0]),
+                       suspend_time_s=rng.choice([None, 0.0, 600.0]),
+                       restart_cost_s=rng.choice([0.0, 90.0]))
+    jobs = read_trace(make_trace(tmp_path / "t.csv", rng, rng.randint(1, 60), spec.gpu_count),
+                      "canonical")
+    jobs = make_elastic(jobs, rng.choice([0.0, 0.5, 1.0]), case)
+    name = names[case % len(names)]
+    sim = CheckedSimulator(jobs, spec, get_policy(name), seed=case,
+                           carbon=load_carbon(None, "GB", jobs[0].submit_s))
+    r = sim.run()
+    assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0, name
+    assert all(j.end_s >= j.first_start_s >= j.t.submit_s for j in sim.finished)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_resizing_policies_keep_capacity_with_batch_sizes(tmp_path, case):
+    """Pollux rows (a batch model: ``ones`` changes batch sizes) on random shapes, statistical
+    efficiency on or off: capacity kept, every job finished."""
+    from slurm_plugin.physics.pollux import pollux_apps
+    from slurm_plugin.physics.pollux_batch import measured_batch_range
+    rng = random.Random(70_000 + case)
+    rows = ["name,time,application,num_replicas,batch_size"]
+    for i in range(rng.randint(1, 40)):
+        app = rng.choice(sorted(pollux_apps()))
+        gpus = rng.choice([1, 2, 3, 4, 6, 8])
+        lo, hi = measured_batch_range(app)
+        rows.append(f"j{i},{rng.randint(0, 3000)},{app},{gpus},"
+                    f"{max(gpus, int(lo * (hi / lo) ** rng.random()))}")
+    path = tmp_path / "w.csv"
+    path.write_text("\n".join(rows) + "\n")
+    jobs = read_trace(path, "pollux")
+    gpn = rng.choice([2, 4, 8])
+    spec = ClusterSpec(nodes=rng.randint(-(-8 // gpn), 6), gpus_per_node=gpn,
+                       reconcile_interval_s=rng.choice([30.0, 60.0, 300.0]),
+                       restart_cost_s=rng.choice([0.0, 90.0]))
+    name = ("ones", "elastic", "tiresias", "elastic-restart", "slurm-default", "pal")[case % 6]
+    stat_eff = rng.random() < 0.5
+    settings = {"statistical_efficiency": int(stat_eff), "seed": case} if name == "ones" else None
+    sim = CheckedSimulator(jobs, spec, get_policy(name), seed=case, settings=settings,
+                           statistical_efficiency=stat_eff)
+    r = sim.run()
+    assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0, name
