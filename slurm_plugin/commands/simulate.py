@@ -242,6 +242,12 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
             r["sacct"] = sacct.as_dict()
         results.append(r)
         timelines[name] = series
+    for r in results:
+        if r.get("jobs_timed_out"):
+            click.echo(f"warning: {r['policy']}: {r['jobs_timed_out']:,} of {r['jobs']:,} jobs "
+                       f"killed at their time limits (run slower than their limits allow): "
+                       f"their JCT ends at the kill, their work undone, so its JCT figures "
+                       f"flatter it", err=True)
     oracle = next((r for r in results if r.get("bound")), None) or \
         oracle_metrics(jobs, spec.resolved(), carbon, seed, mix)
     limit = int(cfg.section("eaco").get("max_jobs_per_gpu", 4))

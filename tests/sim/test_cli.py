@@ -29,7 +29,7 @@ def _stable(results: list[dict]) -> list[dict]:
 def test_golden_compare_on_small_trace():
     res = run(*SMALL, "--compare", POLICIES, "--json", "--seed", "1")
     assert res.exit_code == 0, res.output
-    got = _stable(json.loads(res.output))
+    got = _stable(json.loads(res.stdout))
     path = GOLDEN / "small_compare.json"
     if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(json.dumps(got, indent=1) + "\n")
@@ -202,3 +202,23 @@ def test_carbon_file_in_the_current_electricity_maps_header_with_gaps(tmp_path):
     assert "2 row(s) without a value skipped (line 32, 33)" in res.output
     res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(carbon), "--zone", "GB")
     assert res.exit_code != 0 and "the file holds zone 'DE-LU'" in str(res.exception)
+
+
+def test_jobs_killed_at_their_limits_are_warned_about(tmp_path):
+    """Co-location slows jobs whose limits are their run alone: gandiva and fifo-packed have
+    them killed, which shortens their JCT; the comparison says so."""
+    rows = ["job_id,submit_s,duration_s,num_gpus,user,app,deadline_s,min_gpus,max_gpus,"
+            "time_limit_s"]
+    rows += [f"j{i},{5 * i},3000,1,u,vgg16,,,,3000" for i in range(16)]
+    trace = tmp_path / "tight.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    res = CliRunner().invoke(group, ["simulate", "--trace", str(trace), "--trace-format",
+                                     "canonical", "--nodes", "1", "--gpus-per-node", "4",
+                                     "--compare", "slurm-default,gandiva", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out[0]["jobs_timed_out"] == 0 and out[1]["jobs_timed_out"] > 0
+    assert out[1]["avg_jct_s"] < out[0]["avg_jct_s"]        # the flattering figure
+    warned = [line for line in res.stderr.splitlines() if "killed at their time limits" in line]
+    assert len(warned) == 1 and warned[0].startswith(
+        f"warning: gandiva: {out[1]['jobs_timed_out']} of 16 jobs")
