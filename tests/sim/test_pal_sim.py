@@ -10,7 +10,7 @@ from slurm_plugin.physics.gpu_profile import import_files
 from slurm_plugin.physics.variability import load_profile
 from slurm_plugin.resources import data_dir
 from slurm_plugin.sim.cluster import ClusterSpec
-from slurm_plugin.sim.run import Inputs, load_jobs, simulate
+from slurm_plugin.sim.run import Inputs, simulate
 
 from test_invariants import CheckedSimulator
 

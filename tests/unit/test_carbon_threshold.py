@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 from slurm_plugin.model import Cluster, JobRequest, Readings
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import Context

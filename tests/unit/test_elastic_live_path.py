@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from slurm_plugin.actuate import JobView
 from slurm_plugin.emulated_train import job_gpus
-from slurm_plugin.model import Action, JobRequest, Placement
+from slurm_plugin.model import Action, Placement
 from slurm_plugin.record import replace
 from slurm_plugin.slurm.parse import recorded_batch, recorded_elastic
 

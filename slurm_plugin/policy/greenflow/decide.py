@@ -31,7 +31,7 @@ from ..powersave import POWER_SAVE
 from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
-from .settings import DAY_S, GreenFlowSettings, parse_settings
+from .settings import DAY_S, parse_settings
 from .size import MAX_RESIZES_PER_PASS, POWERS, free_per_node, is_resizable, resize
 
 NAME = "greenflow"
