@@ -38,6 +38,7 @@ from types import MappingProxyType
 from ...model import Action, Gpu, Job, JobRequest, Node, Placement
 from ...physics import JobClass, node_base_power_w, node_resume_delay_s
 from ..base import Context, plain_placement
+from ..powersave import POWER_SAVE
 from .index import KindIndex, NodeMemo
 from .observe import ObserveMemo, observe
 from .predict import (
@@ -52,7 +53,6 @@ from .predict import (
 )
 from .settings import EacoSettings
 from .shards import memory_cap_mib, share_weights
-from ..powersave import POWER_SAVE
 
 NAME = "eaco"
 # Slurm looks at this many queued jobs per scheduling pass (slurm.conf default_queue_depth):
