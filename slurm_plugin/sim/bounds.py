@@ -10,12 +10,14 @@ them: co-located jobs can do more work per GPU-second than one job alone).
   least GPU-time (its most efficient count), spread perfectly over every GPU (the area bound).
 
 The makespan bound is the larger of the two over every job and every submission time.
+These are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU
+batch the trace gives it), so real schedules stay above, as long as jobs run to their end: one
+killed at a time limit shorter than its run ends sooner than any bound on its run.
+
 ``batch_jct_bound`` is the average-JCT bound for a policy that also chooses batch sizes
-(``ones``): each job alone from its submission at its fastest GPU count and global batch, its
-samples to target growing with the batch (statistical efficiency) as the simulator's batch
-model has them. All are optimistic (perfect packing, no restarts, no interference, each job at the per-GPU batch
-the trace gives it), so real schedules stay above, as long as jobs run to their end: one killed
-at a time limit shorter than its run ends sooner than any bound on its run.
+(``ones``): each job alone from its submission at the fastest of its GPU counts and the global
+batches allowed there, its samples to target growing with the batch (statistical efficiency)
+as the simulator's batch model has them; as optimistic otherwise.
 """
 
 from __future__ import annotations
