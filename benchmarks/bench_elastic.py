@@ -10,6 +10,8 @@ against slurm-default's (the fairness factor);
 (c) (a) and (b) again with the restart cost doubled, ``elastic`` told so by the site key and,
 as ``elastic@site``, left with the site's ``--restart-s`` (its jobs measure the cost of their
 own restarts);
+and ``elastic@fifo``, ``elastic`` with ``order_queue = false`` (Slurm's submission order, no
+queue tiers): how much of the gain is the queue order;
 (d) ``elastic``'s speed on Philly, jobs per second of simulation (goal >= 2,000);
 (e) the lower bounds no scheduler on whole GPUs can beat on the Pollux workloads (``sim/bounds.py``),
 as ratios to slurm-default: how far (a)'s goals can be met at all.
@@ -45,6 +47,7 @@ from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
 POLICIES = ("slurm-default", "elastic-restart", "elastic")
 SITE = "elastic@site"       # elastic with the site key at --restart-s whatever the restarts cost
+FIFO = "elastic@fifo"       # elastic without queue tiers (order_queue = false)
 
 
 def run_one(args: tuple) -> dict:
@@ -56,7 +59,8 @@ def run_one(args: tuple) -> dict:
                        restart_cost_s=restart)
     t0 = time.perf_counter()
     settings = {"restart_cost_s": restart} if policy == "elastic" else \
-        {"restart_cost_s": site_restart} if policy == SITE else None
+        {"restart_cost_s": site_restart} if policy == SITE else \
+        {"restart_cost_s": restart, "order_queue": False} if policy == FIFO else None
     sim = Simulator(jobs, spec, get_policy(policy.split("@")[0]), seed=seed, settings=settings)
     r = sim.run()
     wall = time.perf_counter() - t0
@@ -100,7 +104,7 @@ def main() -> None:
                                              key=lambda p: int(p.stem.split("-")[1]))
     jobs = []
     for restart in (a.restart_s, 2 * a.restart_s):
-        pols = POLICIES + ((SITE,) if restart != a.restart_s else ())
+        pols = POLICIES + ((SITE,) if restart != a.restart_s else (FIFO,))
         for p in pollux:
             jobs += [(p, "pollux", 16, 4, a.interval_s, restart, 0.0, a.seed, pol, a.restart_s)
                      for pol in pols]
@@ -115,7 +119,7 @@ def main() -> None:
         if pollux:
             print(f"{'workload':<12}{'policy':<17}{'avg JCT':>9}{'makespan':>10}"
                   f"{'worst wait':>11}{'resizes':>9}{'timed out':>10}")
-        pols = POLICIES[1:] + ((SITE,) if restart != a.restart_s else ())
+        pols = POLICIES[1:] + ((SITE,) if restart != a.restart_s else (FIFO,))
         agg: dict[str, list[tuple[float, float, float]]] = {p: [] for p in pols}
         for p in pollux:
             for pol in pols:

@@ -1,8 +1,10 @@
-"""The head of the queue as the policies that rank by submission read it."""
+"""The head of the queue as the policies that rank by submission read it, and the queue tiers
+(``Placement.nice``) of the policies that put smaller jobs first."""
 
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Any, Callable, Iterable
 
 from ..model import Cluster, Job
@@ -53,3 +55,16 @@ def first_queued(cluster: Cluster, limit: int) -> list[Job]:
 
 def _submit_s(job: Job) -> float:
     return job.submit_s
+
+
+TIER_GPU_S = 3600.0      # queue tier 0: up to this much predicted GPU-time
+MAX_TIER = 12
+
+
+def queue_tier(gpu_s: float) -> int:
+    """The queue tier of a job predicted to hold ``gpu_s`` GPU-seconds: one tier per doubling
+    above ``TIER_GPU_S`` (shortest-area first is what minimises average JCT under a queue;
+    Slurm's own age factor, and the simulator's submit order within a tier, keep it fair)."""
+    if gpu_s <= TIER_GPU_S:
+        return 0
+    return min(MAX_TIER, int(math.log2(gpu_s / TIER_GPU_S)) + 1)

@@ -947,7 +947,9 @@ class Simulator:
                 new_nodes = nodes       # "num_nodes unchanged": the job's count now, not asked
             if not a.nodes and nodes > 1 and a.kind == "move_exclusive":
                 pl = plain_placement(a.policy, req, a.why)
+            nice = j.nice if a.nice is None else a.nice     # None: its tier is unchanged
             self._apply_placement(j, pl, new_nodes)
+            j.nice = nice
             if a.kind == "resize" and (a.batch_size is not None or j.batch is not None):
                 self._rebatch(j, a.batch_size)
             if started and a.kind == "resize":

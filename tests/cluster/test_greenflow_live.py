@@ -137,7 +137,7 @@ def test_an_account_over_its_budget_is_deferred_and_charged_for_its_running_jobs
 def test_a_job_of_more_gpu_time_goes_later_in_slurms_queue(localcluster, env, tmp_path):
     """Queue tiers reach Slurm as --nice: a 4-GPU 10-hour job submitted first ends up behind
     a 1-GPU 10-minute job submitted after it (both pending until their --begin)."""
-    from slurm_plugin.policy.greenflow.decide import queue_tier
+    from slurm_plugin.policy.queue import queue_tier
     from slurm_plugin.slurm.actions import show_job
     cfg = localcluster.config()
     _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)

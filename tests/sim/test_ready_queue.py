@@ -10,6 +10,7 @@ import pytest
 from slurm_plugin.model import Action
 from slurm_plugin.policy import get_policy
 from slurm_plugin.policy.base import plain_placement
+from slurm_plugin.record import replace
 from slurm_plugin.sim import engine as engine_mod
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
@@ -72,3 +73,42 @@ def test_ready_is_every_pending_job_past_its_begin_in_priority_order(monkeypatch
         assert max(held for held, _ in checks) > 0      # passes ran with jobs left out of ready
     else:
         assert max(tiered for _, tiered in checks) > 0  # and with jobs in a later tier
+
+
+class Resizer:
+    """Puts even jobs in queue tier 2 at submission, then requeues each running job once on
+    one GPU by a resize that leaves its tier unsaid (``nice`` None)."""
+
+    name = "resizer"
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+
+    def advise(self, request, ctx):
+        pl = plain_placement(self.name, request, "as requested")
+        return replace(pl, nice=2) if int(request.name[3:]) % 2 == 0 else pl
+
+    def reconcile(self, ctx):
+        out = []
+        for job in ctx.cluster.jobs.values():
+            if job.running and job.job_id not in self.done:
+                self.done.add(job.job_id)
+                out.append(Action("resize", job.job_id, self.name, gpus=1, why="test"))
+        return tuple(out)
+
+
+def test_a_resize_that_leaves_the_tier_unsaid_keeps_it(monkeypatch):
+    """As ``scontrol requeue`` keeps a job's Nice: a requeued job waits in the tier it had."""
+    tiers: dict[str, list[int]] = {}
+    enqueue = Simulator._enqueue
+
+    def recorded(self, j):
+        tiers.setdefault(j.t.job_id, []).append(j.nice)
+        enqueue(self, j)
+    monkeypatch.setattr(Simulator, "_enqueue", recorded)
+    jobs = _jobs(40)
+    spec = ClusterSpec(nodes=3, gpus_per_node=4, reconcile_interval_s=120.0)
+    Simulator(jobs, spec, Resizer()).run()
+    requeued = {k: v for k, v in tiers.items() if len(v) > 1}
+    assert len(requeued) > 10
+    assert all(set(v) == {2 if int(k) % 2 == 0 else 0} for k, v in requeued.items())

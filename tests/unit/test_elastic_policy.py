@@ -149,10 +149,46 @@ def test_non_elastic_request_unchanged():
     assert pl.gpus == 2 and not pl.changes_anything
 
 
+def test_queue_tiers_follow_the_gpu_time_asked():
+    """Every job, elastic or not, goes into the tier of its time limit x GPUs (at the size the
+    policy queues it at); a small job stays in tier 0; ``order_queue = false`` sets none."""
+    from slurm_plugin.policy.queue import queue_tier
+    ctx = Context(cluster=_idle(2, 4, pending=1), now_s=NOW)
+    big = JobRequest(gpus=4, num_nodes=2, min_gpus=2, max_gpus=8, time_limit_s=10 * 3600.0)
+    plain = JobRequest(gpus=2, num_nodes=1, time_limit_s=24 * 3600.0)
+    small = JobRequest(gpus=1, num_nodes=1, min_gpus=1, max_gpus=4, time_limit_s=1800.0)
+    pol = get_policy("elastic")
+    assert pol.advise(big, ctx).nice == queue_tier(8 * 10 * 3600.0) == 7
+    assert pol.advise(plain, ctx).nice == queue_tier(2 * 24 * 3600.0) == 6
+    assert pol.advise(small, ctx).nice is None
+    off = Context(cluster=ctx.cluster, now_s=NOW, settings={"order_queue": False})
+    assert pol.advise(big, off).nice is None and pol.advise(plain, off).nice is None
+
+
+def test_live_admission_reads_the_queue_in_tier_order():
+    """Without the simulator's ordered queue, admission reads the pending jobs as Slurm orders
+    them once ``advise`` gave their tiers: tier, then submission; by submission without."""
+    from slurm_plugin.policy.elastic.decide import Elastic
+    jobs = {
+        "old-big": Job(job_id="old-big", state="PENDING", gpus=4, num_nodes=2, submit_s=1.0,
+                       time_limit_s=10 * 3600.0),
+        "new-small": Job(job_id="new-small", state="PENDING", gpus=1, submit_s=5.0,
+                         time_limit_s=600.0),
+        "mid": Job(job_id="mid", state="PENDING", gpus=2, submit_s=3.0, time_limit_s=3 * 3600.0),
+        "no-limit": Job(job_id="no-limit", state="PENDING", gpus=8, submit_s=4.0),
+    }
+    cluster = Cluster(nodes=_idle(2, 4).nodes, jobs=jobs, pending_count=len(jobs))
+    order, n = Elastic._pending(cluster, True)
+    assert [j.job_id for j in order] == ["no-limit", "new-small", "mid", "old-big"] and n == 4
+    order, _ = Elastic._pending(cluster, False)
+    assert [j.job_id for j in order] == ["old-big", "mid", "no-limit", "new-small"]
+
+
 @pytest.mark.parametrize("key,value", [("restart_cost_s", -1), ("min_interval_s", "soon"),
                                        ("min_efficiency", 2.0), ("stale_s", math.nan),
                                        ("fairness_factor", 0.5), ("max_resizes_per_pass", 1.5),
-                                       ("gain_factor", True), ("no_such_key", 1)])
+                                       ("gain_factor", True), ("order_queue", "yes"),
+                                       ("no_such_key", 1)])
 def test_settings_errors_name_policy_key_and_value(key, value):
     with pytest.raises(ConfigError) as exc:
         parse_settings({key: value})

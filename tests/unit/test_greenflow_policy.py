@@ -389,7 +389,7 @@ def test_the_engine_applies_a_cap_through_the_configuration_model(tmp_path):
 
 
 def test_smaller_predicted_gpu_time_goes_first_in_the_queue():
-    from slurm_plugin.policy.greenflow.decide import MAX_TIER, TIER_GPU_S, queue_tier
+    from slurm_plugin.policy.queue import MAX_TIER, TIER_GPU_S, queue_tier
     assert queue_tier(0.0) == queue_tier(TIER_GPU_S) == 0
     assert queue_tier(TIER_GPU_S * 1.5) == 1 and queue_tier(TIER_GPU_S * 2) == 2
     assert queue_tier(TIER_GPU_S * 1e9) == MAX_TIER

@@ -5,7 +5,9 @@ Both compare predicted job completion times (queue wait plus run) and what resiz
 advise (at submission): a job that fits as asked starts as asked; an elastic job
 (``min_gpus < max_gpus``) that does not, with nothing queued, starts now on the largest
 allowed count that fits when that run is predicted to end before waiting for its request
-would (the waits of the last pass); else it queues as asked. Others: unchanged.
+would (the waits of the last pass); else it queues as asked. Others: unchanged. With
+``order_queue``, every job (elastic or not) goes into the queue tier (``Placement.nice``,
+``queue.queue_tier``) of the GPU-time it asks for (time limit x GPUs): smaller jobs first.
 
 reconcile (each pass):
 1. admit: pending jobs in priority order. One that does not fit takes the cheapest of: waiting
@@ -31,7 +33,9 @@ from __future__ import annotations
 from itertools import islice
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
+from ...record import replace
 from ..base import Context, plain_placement
+from ..queue import queue_tier
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
@@ -151,10 +155,21 @@ def _start_small(req: JobRequest, lo: int, m: int, q: int, gpn: int, ends, free)
 
 
 def _resize(name: str, job: Job, m: int, gpn: int, why: str, pred: dict[str, float]) -> Action:
+    """Requeue ``job`` on ``m`` GPUs (in the queue tier it had: it keeps its priority)."""
     p, k = shape(m, gpn)
     return Action(kind="resize", job_id=job.job_id, policy=name, gpus=p,
                   num_nodes=k if k != job.num_nodes else None, why=why, predicted=pred,
                   run=job.restart_count)
+
+
+def _tier(time_limit_s: float | None, gpus: int) -> int:
+    """The queue tier of a job of ``gpus`` GPUs in all and this time limit (the GPU-time it asks
+    for; 0 without a limit)."""
+    return queue_tier(time_limit_s * gpus) if time_limit_s else 0
+
+
+def _tier_of(job: Job) -> int:
+    return _tier(job.time_limit_s, job.gpus * job.num_nodes)
 
 
 class Elastic:
@@ -169,8 +184,12 @@ class Elastic:
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
-        return elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends,
-                                 as_asked=True)
+        pl = elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends,
+                               as_asked=True)
+        if not parse_settings(ctx.settings).order_queue:
+            return pl
+        tier = _tier(request.time_limit_s, pl.gpus * (pl.num_nodes or request.num_nodes))
+        return replace(pl, nice=tier) if tier else pl
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
@@ -190,7 +209,7 @@ class Elastic:
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
                                   why="elastic: progress per GPU count"))
-        pending = self._pending(cluster)
+        pending = self._pending(cluster, s.order_queue)
         if not models and not pending[1]:
             return tuple(actions)
         movable = self._track.movable     # this pass's: decisions take jobs out of it
@@ -225,11 +244,12 @@ class Elastic:
         return tuple(actions)
 
     @staticmethod
-    def _pending(cluster: Cluster):
-        """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (submission, then id),
-        how many). Where the caller keeps them in order (the simulator's
+    def _pending(cluster: Cluster, tiers: bool):
+        """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (queue tier, then
+        submission, then id), how many). Where the caller keeps them in order (the simulator's
         ``Cluster.pending_jobs``), they are read lazily: admission stops at the first job left
-        waiting."""
+        waiting. Else (the live path) a job's tier is the one ``advise`` gives its size
+        (``tiers``; 0 for every job without)."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
             return iter(()), 0
@@ -237,7 +257,8 @@ class Elastic:
             n = min(len(cluster.pending_jobs), ADMIT_LOOKAHEAD)
             return islice(cluster.pending_jobs, n), n
         out = sorted((j for j in jobs.values() if j.pending),
-                     key=lambda j: (j.submit_s, j.job_id))[:ADMIT_LOOKAHEAD]
+                     key=lambda j: (_tier_of(j) if tiers else 0, j.submit_s, j.job_id)
+                     )[:ADMIT_LOOKAHEAD]
         return iter(out), len(out)
 
     def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster, hist, dues):

@@ -36,6 +36,10 @@ class ElasticSettings:
     max_resizes_per_pass: int = 16
     # a job's restarts are measured; true: each job's measured cost replaces restart_cost_s
     measure_restart_cost: bool = True
+    # queue tiers (sbatch --nice) by the GPU-time a job asks for (time limit x GPUs): smaller
+    # jobs first, which shortens the average JCT under a queue (the worst wait is reported
+    # against fairness_factor)
+    order_queue: bool = True
 
 
 
@@ -50,6 +54,7 @@ _CHECKS = {
     "fairness_factor": number(SOURCE, 1.0),
     "max_resizes_per_pass": number(SOURCE, 0, whole=True),
     "measure_restart_cost": flag(SOURCE),
+    "order_queue": flag(SOURCE),
 }
 
 

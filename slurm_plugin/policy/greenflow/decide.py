@@ -19,7 +19,6 @@ every job goes in unchanged (as ``slurm-default``) with a warning, and nothing i
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 from ...errors import ConfigError, InputError
@@ -28,6 +27,7 @@ from ...physics import idle_power_w, job_class, node_base_power_w
 from ...physics.job_cap import capped_job
 from ..base import Context, plain_placement
 from ..powersave import POWER_SAVE
+from ..queue import queue_tier
 from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
@@ -125,25 +125,14 @@ def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCu
     return best_score, start, gpus, cap, jct, best_carbon, jct0, c0
 
 
-TIER_GPU_S = 3600.0      # queue tier 0: up to this much predicted GPU-time
-MAX_TIER = 12
-
-
-def queue_tier(gpu_s: float) -> int:
-    """The queue tier of a job predicted to hold ``gpu_s`` GPU-seconds: one tier per doubling
-    above ``TIER_GPU_S`` (shortest-area first is what minimises average JCT under a queue;
-    Slurm's own age factor, and the simulator's submit order within a tier, keep it fair)."""
-    if gpu_s <= TIER_GPU_S:
-        return 0
-    return min(MAX_TIER, int(math.log2(gpu_s / TIER_GPU_S)) + 1)
-
-
 class GreenFlow:
     name = NAME
     # Idle nodes power down as with slurm-powersave: no budget is met while idle nodes burn.
     slurm_settings = POWER_SAVE
     # the live reconciler reads Cluster.limit_use (sacct) for it: owed work is priced with it
     reads_limit_use = True
+    # it plans to a carbon budget (simulate --carbon-budget-kg; the site's greenflow budget)
+    reads_budget = True
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         s = parse_settings(ctx.settings)
