@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..config import load as load_config
+from ..errors import InputError
 from ..physics.classes import class_mix
 from ..sim.carbon import load_carbon
 from ..sim.cluster import ClusterSpec, load_cluster
@@ -54,7 +55,6 @@ def table(results: list[dict[str, Any]]) -> str:
 def _sacct_jobs(source: str, spec: ClusterSpec, limit_jobs: int | None):
     """GPU jobs of a sacct export and what was not replayed; a job larger than the cluster is
     an input error naming its line."""
-    from ..errors import InputError
     from ..sim.trace_sacct import read_sacct
 
     jobs, summary = read_sacct(sys.stdin if source == "-" else source,
@@ -79,13 +79,9 @@ def _progress_bar():
 
 def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, float]]],
           path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise click.UsageError("--plot needs matplotlib, which is not installed "
-                               "(pip install matplotlib), or leave out --plot") from None
+    import matplotlib       # _check_plot made sure it is there
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(10, 4))
     for name, pts in timelines.items():
         if pts:
@@ -96,7 +92,23 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
     ax.set_ylabel("cluster power (kW)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise InputError(f"simulate: --plot {path}: cannot write ({exc.strerror})") from None
+
+
+def _check_plot(path: Path) -> None:
+    """Before any run: matplotlib is there and ``path``'s folder exists."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise click.UsageError("--plot needs matplotlib, which is not installed "
+                               "(pip install matplotlib), or leave out --plot") from None
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"simulate: --plot {path}: cannot write (no folder {folder}); "
+                         f"create it or give another path")
 
 
 @click.command("simulate")
@@ -133,7 +145,12 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 @click.option("--carbon-budget-kg", "budget_kg", type=click.FloatRange(0), default=None,
               help="GreenFlow's carbon budget (kg CO2e) for the whole simulated period, from the "
                    "first to the last submission (replaces the site's per-period budget).")
-@click.option("--zone", default=None, help="Carbon zone (default: site carbon.zone; built-in: GB, DE-LU).")
+@click.option("--zone", default=None,
+              help="Carbon zone (default: the --carbon file's Zone Id, else site carbon.zone; "
+                   "built-in: GB, DE-LU). Case does not matter.")
+@click.option("--carbon-basis", "carbon_basis", type=click.Choice(["lca", "direct"]),
+              default="lca", show_default=True,
+              help="Which intensity of an Electricity Maps file: life-cycle or direct emissions.")
 @click.option("--variability", "variability_file", type=click.Path(path_type=Path), default=None,
               help="Per-GPU variability profile CSV (PerfVar_classA..D columns: PAL's "
                    "32gpu-variability.csv or one written by `wattctl profile-gpus import`); "
@@ -167,7 +184,8 @@ def _plot(results: list[dict[str, Any]], timelines: dict[str, list[tuple[float, 
 def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None,
              gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
-             carbon_file: Path | None, budget_kg: float | None, zone: str | None, variability_file: Path | None, seed: int,
+             carbon_file: Path | None, budget_kg: float | None, zone: str | None,
+             carbon_basis: str, variability_file: Path | None, seed: int,
              mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
              plot_file: Path | None, sweep_file: Path | None, backend: str | None,
              workers: int | None, wait_s: float, sweep_cell: int | None) -> None:
@@ -185,6 +203,8 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     if trace is not None and from_sacct is not None:
         raise click.UsageError("give --trace FILE or --from-sacct FILE, not both")
     names = [policy] if policy else [p.strip() for p in compare.split(",") if p.strip()]
+    if plot_file is not None:
+        _check_plot(plot_file)
     if cluster_file is not None:
         if any(v is not None for v in (nodes, gpus_per_node, gpu_type)):
             raise click.UsageError("--cluster FILE replaces --nodes/--gpus-per-node/--gpu-type; "
@@ -199,7 +219,8 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     for name in names:
         get_policy(name, "--policy" if policy else "--compare")
     inputs = Inputs(trace=trace or default_trace(), trace_format=trace_format, spec=spec,
-                    zone=zone or cfg["carbon.zone"], carbon=carbon_file,
+                    zone=zone or ("" if carbon_file is not None else cfg["carbon.zone"]),
+                    carbon=carbon_file,
                     variability=variability_file, seed=seed, limit_jobs=limit_jobs,
                     class_mix=mix)
     sacct = None
@@ -208,9 +229,16 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         inputs = replace(inputs, trace=Path(from_sacct), trace_format="sacct")
     else:
         jobs = load_jobs(inputs)
-    carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s)
+    carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s, carbon_basis,  # type: ignore[arg-type]
+                         default_zone=cfg["carbon.zone"])
     for w in carbon.warnings:
         click.echo(f"warning: {w}", err=True)
+    if budget_kg is not None:
+        for name in names:
+            if not getattr(get_policy(name), "reads_budget", False):
+                click.echo(f"warning: {name} plans to no carbon budget: --carbon-budget-kg "
+                           f"changes nothing for it (only its carbon_over_budget is reported)",
+                           err=True)
     results, timelines = [], {}
     for name in names:
         writer = None
@@ -243,6 +271,18 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         results.append(r)
         timelines[name] = series
     for r in results:
+        if carbon.warnings:
+            r["carbon_warnings"] = list(carbon.warnings)
+        if budget_kg is not None:
+            r["carbon_budget_kg"] = budget_kg
+            r["carbon_over_budget"] = r["carbon_kg"] / budget_kg if budget_kg else None
+            if r["carbon_kg"] > budget_kg * 1.01 and \
+                    getattr(get_policy(r["policy"]), "reads_budget", False):
+                click.echo(f"warning: {r['policy']}: {r['carbon_kg']:,.1f} kg CO2e, over the "
+                           f"budget of {budget_kg:,.1f} kg"
+                           + (f" ({r['carbon_kg'] / budget_kg:.2f}x)" if budget_kg else "")
+                           + ": a budget shifts, caps and slows jobs, it never rejects one",
+                           err=True)
         if r.get("jobs_timed_out"):
             click.echo(f"warning: {r['policy']}: {r['jobs_timed_out']:,} of {r['jobs']:,} jobs "
                        f"killed at their time limits (run slower than their limits allow): "

@@ -13,11 +13,12 @@ policies see a forecast made from the past, never the true future.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 from ..errors import InputError
 from ..resources import data_dir
-from ..telemetry.carbon_csv import load
+from ..telemetry.carbon_csv import Basis, load, zone_matches
 
 WEEK_S = 7 * 86400
 _MONDAY0_S = 4 * 86400  # 1970-01-05 00:00 UTC was a Monday
@@ -83,19 +84,28 @@ class WeekAlignedCarbon:
         return self._integral_to(t1_s) - start
 
 
-def load_carbon(path: str | Path | None, zone: str, trace_start_s: float) -> WeekAlignedCarbon:
-    """The aligned series of ``zone`` from ``path`` (None: the built-in slice)."""
+def load_carbon(path: str | Path | None, zone: str, trace_start_s: float,
+                basis: Basis = "lca", default_zone: str = "") -> WeekAlignedCarbon:
+    """The aligned series of ``zone`` from ``path`` (None: the built-in slice). An empty
+    ``zone`` with a file: the file's own Zone Id (``default_zone`` for a file without one).
+    Hours missing between the file's rows are filled with the hour before them, and said in
+    ``warnings`` with the rows the reader skipped or found repeated."""
     if path is None:
+        zone = (zone or default_zone).upper()
         p = data_dir() / f"carbon-{zone}-2023-01.csv"
         if not p.exists():
             raise InputError(f"carbon: zone {zone!r} has no built-in series; built-in zones: "
                              f"{', '.join(builtin_zones())}; or give --carbon FILE")
     else:
         p = Path(path)
-    series = load(p)
-    if series.zone and series.zone != zone and zone not in p.name:
+    series = load(p, basis)
+    if not zone:
+        zone = series.zone or default_zone
+    elif not zone_matches(series.zone, zone):
         raise InputError(f"carbon: {p}: field 'Zone Id': the file holds zone {series.zone!r}, "
                          f"not {zone!r}; pass --zone {series.zone} or another file")
+    elif series.zone.upper() == zone.upper():
+        zone = series.zone      # the file's spelling
     per_hour: dict[int, list[float]] = {}
     for pt in series.points:
         per_hour.setdefault(int(pt.time_s // 3600), []).append(pt.gco2_per_kwh)
@@ -110,11 +120,26 @@ def load_carbon(path: str | Path | None, zone: str, trace_start_s: float) -> Wee
     hourly: list[float] = []
     prev = per_hour[min(per_hour)][0]
     h0 = int(start // 3600)
+    gaps: list[tuple[int, int]] = []    # (first hour missing, hours) of each run of them
     for h in range(h0, h0 + weeks * 168):
         vals = per_hour.get(h)
-        prev = sum(vals) / len(vals) if vals else prev  # a gap repeats the previous hour
-        hourly.append(prev)
+        if vals:
+            prev = sum(vals) / len(vals)
+        elif gaps and gaps[-1][0] + gaps[-1][1] == h:
+            gaps[-1] = (gaps[-1][0], gaps[-1][1] + 1)
+        else:
+            gaps.append((h, 1))
+        hourly.append(prev)         # a gap repeats the previous hour
     out = WeekAlignedCarbon(zone, hourly, str(p), week_start_s(trace_start_s))
-    if series.skipped:
-        out.warnings = (series.skipped_note(),)
+    out.warnings = series.notes() + ((_gap_note(p, gaps),) if gaps else ())
     return out
+
+
+def _gap_note(path: Path, gaps: list[tuple[int, int]]) -> str:
+    """One line on the hours the file lacks (the longest run of them named)."""
+    h, n = max(gaps, key=lambda g: g[1])
+    fmt = "%Y-%m-%d %H:00"
+    span = f"{time.strftime(fmt, time.gmtime(h * 3600))} to " \
+           f"{time.strftime(fmt, time.gmtime((h + n - 1) * 3600))} UTC"
+    return (f"carbon: {path}: {sum(g[1] for g in gaps)} hour(s) missing in {len(gaps)} gap(s) "
+            f"(the longest: {n} h, {span}); each is filled with the hour before it")

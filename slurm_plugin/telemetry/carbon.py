@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..record import record
 from .influx import InfluxClient, quote_str
 from .lineproto import Point, time_ns
@@ -131,7 +131,8 @@ def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> Impo
     """Store a series under ``zone``; ask first what is there, write only what is missing."""
     if not zone:
         raise InputError(f"carbon import: {series.path}: zone is empty; give --zone, e.g. GB")
-    if series.zone and series.zone != zone:
+    from .carbon_csv import zone_matches
+    if not zone_matches(series.zone, zone):
         raise InputError(f"carbon import: {series.path}: the file's Zone Id is {series.zone!r} "
                          f"but --zone is {zone!r}; give --zone {series.zone}")
     client.create_database()
@@ -191,6 +192,12 @@ def summary(client: InfluxClient, zone: str, now_s: float) -> CarbonSummary:
 def provider_from_config(cfg: Any, client: InfluxClient) -> CarbonProvider:
     """``carbon.file`` set: that CSV file (zone ``carbon.zone``); else InfluxDB."""
     if cfg["carbon.file"]:
-        from .carbon_csv import load as load_csv     # csv, datetime, pathlib: file sites only
-        return SeriesCarbon.from_series(load_csv(cfg["carbon.file"]), cfg["carbon.zone"])
+        from .carbon_csv import load as load_csv, zone_matches   # file sites only
+        series = load_csv(cfg["carbon.file"])
+        if not zone_matches(series.zone, cfg["carbon.zone"]):
+            raise ConfigError("site config", "carbon.file", cfg["carbon.file"],
+                              f"the file's Zone Id is {series.zone!r}, carbon.zone is "
+                              f"{cfg['carbon.zone']!r}; set carbon.zone = {series.zone!r} or "
+                              f"give that zone's file")
+        return SeriesCarbon.from_series(series, cfg["carbon.zone"])
     return InfluxCarbon(client, cfg["carbon.zone"])

@@ -43,6 +43,14 @@ _EM_NAMES = {EM_TIME: ("datetime (utc)",), EM_ZONE: ("zone id",),
                       "carbon intensity gco2eq/kwh (life cycle)")}
 
 
+def zone_matches(file_zone: str, zone: str) -> bool:
+    """Whether a file whose Zone Id is ``file_zone`` holds ``zone``: the same id without regard
+    to case, or a bidding zone named after the file's country (``DE-LU`` for a file whose Zone Id
+    is ``DE``, as Electricity Maps' DE-LU exports are). A file without a Zone Id holds any."""
+    f, z = file_zone.strip().upper(), zone.strip().upper()
+    return not f or f == z or z.startswith(f + "-")
+
+
 def _key(name: str) -> str:
     """A column name without case, repeated spaces or the subscript: ``gCO₂eq`` = ``gco2eq``."""
     return " ".join(name.replace("₂", "2").lower().split())
@@ -60,6 +68,16 @@ def _columns(header: list[str]) -> dict[str, int]:
     return out
 
 
+def _lwa_columns(header: list[str]) -> int | None:
+    """The index of ``Time`` where the header is ``Time,Carbon Intensity`` (names matched as
+    ``_key`` does), after an unnamed index column pandas writes or not; None otherwise."""
+    keys = [_key(h) for h in header]
+    first = 1 if keys and keys[0] == "" else 0
+    if keys[first:first + 2] == [_key(LWA_TIME), _key(LWA_VALUE)]:
+        return first
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class CarbonPoint:
     time_s: float                        # epoch seconds, UTC
@@ -69,21 +87,35 @@ class CarbonPoint:
 
 @dataclass(frozen=True, slots=True)
 class CarbonSeries:
-    """Points ascending by time, one per timestamp (a repeated timestamp keeps the last row)."""
+    """Points ascending by time, one per timestamp (a repeated timestamp keeps the last row,
+    its line in ``repeated``)."""
 
     path: str
     format: Literal["electricitymaps", "lets-wait-awhile"]
     zone: str                            # the file's Zone Id ("" when the file has none)
     points: tuple[CarbonPoint, ...]
     skipped: tuple[int, ...] = ()        # lines whose chosen value was empty or NaN
+    repeated: tuple[int, ...] = ()       # lines whose timestamp an earlier row had
 
     def skipped_note(self) -> str:
         """One line on the rows skipped ("" when none)."""
         if not self.skipped:
             return ""
-        lines = ", ".join(map(str, self.skipped[:5])) + (", ..." if len(self.skipped) > 5 else "")
         return (f"carbon csv: {self.path}: {len(self.skipped)} row(s) without a value skipped "
-                f"(line {lines}); the hours around them stand in for them")
+                f"(line {_lines(self.skipped)}); the hours around them stand in for them")
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per kind of row not taken as it is: skipped, repeated."""
+        out = [self.skipped_note()] if self.skipped else []
+        if self.repeated:
+            out.append(f"carbon csv: {self.path}: {len(self.repeated)} row(s) repeat an earlier "
+                       f"row's time (line {_lines(self.repeated)}); the last row of each time "
+                       f"is kept")
+        return tuple(out)
+
+
+def _lines(lines: tuple[int, ...]) -> str:
+    return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
 
 
 def _bad(path: str, line: int, fieldname: str, value: object, why: str) -> InputError:
@@ -140,13 +172,13 @@ def load(path: str | Path, basis: Basis = "lca") -> CarbonSeries:
             raise InputError(f"carbon csv: {name}:1: column {chosen!r} missing from the header"
                              + (" (or 'Carbon intensity gCO₂eq/kWh (Life cycle)')"
                                 if chosen == EM_LCA else "")
-                             + ("; the file has the other basis only: choose it (wattctl "
-                                "carbon import --basis)"
+                             + ("; the file has the other basis only: choose it (`carbon "
+                                "import --basis`, `simulate --carbon-basis`)"
                                 if (EM_DIRECT if basis == "lca" else EM_LCA) in em else ""))
         col = em
-    elif header[:2] == [LWA_TIME, LWA_VALUE]:
+    elif (lwa := _lwa_columns(header)) is not None:
         fmt, chosen = "lets-wait-awhile", LWA_VALUE
-        col = {LWA_TIME: 0, LWA_VALUE: 1}
+        col = {LWA_TIME: lwa, LWA_VALUE: lwa + 1}
     else:
         raise InputError(f"carbon csv: {name}:1: header {rows[0][:6]!r} is neither the Electricity "
                          f"Maps format ({EM_TIME!r}, {EM_LCA!r}, ...) nor {LWA_TIME},{LWA_VALUE}")
@@ -155,13 +187,15 @@ def load(path: str | Path, basis: Basis = "lca") -> CarbonSeries:
     width = max(i for c, i in col.items() if c != EM_ZONE) + 1
     by_time: dict[float, CarbonPoint] = {}
     skipped: list[int] = []
-    zone = ""
+    repeated: list[int] = []
+    zone, zone_line = "", 0
     for line, row in enumerate(rows[1:], start=2):
         if not row or not any(c.strip() for c in row):
             continue
         if len(row) < width:
-            raise _bad(name, line, header[len(row)] if len(row) < len(header) else "?", None,
-                       f"row has {len(row)} fields, the header {len(header)}")
+            raise InputError(f"carbon csv: {name}:{line}: field {header[len(row)]!r}: the row "
+                             f"is cut short ({len(row)} field(s), the header has "
+                             f"{len(header)}); complete or remove it")
         t = _time(name, line, time_col, row[col[time_col]])
         if _missing(row[col[chosen]]):
             skipped.append(line)
@@ -172,13 +206,20 @@ def load(path: str | Path, basis: Basis = "lca") -> CarbonSeries:
             if EM_DIRECT in col and not _missing(row[col[EM_DIRECT]]):
                 direct = _value(name, line, EM_DIRECT, row[col[EM_DIRECT]])
             point = CarbonPoint(t, value, direct)
-            if zone_col >= 0 and not zone and zone_col < len(row):
-                zone = row[zone_col].strip()
+            if 0 <= zone_col < len(row) and (z := row[zone_col].strip()):
+                if not zone:
+                    zone, zone_line = z, line
+                elif z != zone:
+                    raise InputError(f"carbon csv: {name}:{line}: field {header[zone_col]!r} = "
+                                     f"{z!r}: the file mixes zones {zone} (line {zone_line}) "
+                                     f"and {z}; give one file per zone")
         else:
             point = CarbonPoint(t, value)
+        if t in by_time:
+            repeated.append(line)
         by_time[t] = point
     if not by_time:
         raise InputError(f"carbon csv: {name}: no data rows after the header"
                          + (f" with a value ({len(skipped)} without one)" if skipped else ""))
     points = tuple(by_time[t] for t in sorted(by_time))
-    return CarbonSeries(name, fmt, zone, points, tuple(skipped))
+    return CarbonSeries(name, fmt, zone, points, tuple(skipped), tuple(repeated))

@@ -181,7 +181,7 @@ def test_carbon_budget_reaches_greenflow_and_a_tight_one_defers():
     res = run("--limit-jobs", "200", "--zone", "GB", "--policy", "greenflow",
               "--carbon-budget-kg", "1", "--json")
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["actions"].get("defer", 0) > 0
+    assert json.loads(res.stdout)["actions"].get("defer", 0) > 0
 
 
 def test_carbon_file_in_the_current_electricity_maps_header_with_gaps(tmp_path):
@@ -222,3 +222,77 @@ def test_jobs_killed_at_their_limits_are_warned_about(tmp_path):
     warned = [line for line in res.stderr.splitlines() if "killed at their time limits" in line]
     assert len(warned) == 1 and warned[0].startswith(
         f"warning: gandiva: {out[1]['jobs_timed_out']} of 16 jobs")
+
+
+def _em_file(path: Path, zones: list[str], hours: range, skip: range = range(0)) -> Path:
+    lines = ["Datetime (UTC),Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
+             "Carbon Intensity gCO₂eq/kWh (LCA)"]
+    for h in hours:
+        if h in skip:
+            continue
+        lines.append(f"2023-01-{1 + h // 24:02d} {h % 24:02d}:00:00,{zones[h % len(zones)]},"
+                     f"{100 + h % 24},{150 + h % 24}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_zone_is_checked_against_the_file_whatever_its_name(tmp_path):
+    """A file's name does not stand in for its Zone Id; a bidding zone named after the file's
+    country (DE-LU for Zone Id DE, as Electricity Maps exports it) and another case match; no
+    --zone: the file's own."""
+    texas = _em_file(tmp_path / "for_GB_site.csv", ["US-TEX-ERCO"], range(15 * 24))
+    for zone in ("GB", "US", "E"):
+        res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(texas), "--zone", zone)
+        assert res.exit_code != 0 and "the file holds zone 'US-TEX-ERCO'" in str(res.exception)
+    for zone, label in (("us-tex-erco", "US-TEX-ERCO"), (None, "US-TEX-ERCO")):
+        res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(texas), "--json",
+                  *(("--zone", zone) if zone else ()))
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["carbon_zone"] == label
+    de = _em_file(tmp_path / "de.csv", ["DE"], range(15 * 24))
+    res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(de), "--zone", "DE-LU",
+              "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["carbon_zone"] == "DE-LU"
+
+
+def test_missing_hours_and_mixed_zones_are_reported(tmp_path):
+    gap = _em_file(tmp_path / "gap.csv", ["GB"], range(15 * 24), skip=range(50, 98))
+    res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(gap), "--zone", "GB", "--json")
+    assert res.exit_code == 0, res.output
+    note = ("48 hour(s) missing in 1 gap(s) (the longest: 48 h, 2023-01-03 02:00 to "
+            "2023-01-05 01:00 UTC); each is filled with the hour before it")
+    assert note in res.stderr and note in json.loads(res.stdout)["carbon_warnings"][0]
+    mixed = _em_file(tmp_path / "mixed.csv", ["GB", "FR"], range(15 * 24))
+    res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(mixed), "--zone", "GB")
+    assert res.exit_code != 0
+    assert "mixed.csv:3: field 'Zone Id' = 'FR': the file mixes zones GB (line 2) and FR" \
+        in str(res.exception)
+
+
+def test_direct_emissions_basis(tmp_path):
+    f = _em_file(tmp_path / "gb.csv", ["GB"], range(15 * 24))
+    out = {}
+    for basis in ("lca", "direct"):
+        res = run(*SMALL, "--policy", "slurm-default", "--carbon", str(f), "--json",
+                  "--carbon-basis", basis)
+        assert res.exit_code == 0, res.output
+        out[basis] = json.loads(res.stdout)["carbon_kg"]
+    assert out["direct"] < out["lca"]       # every hour's direct value is 50 below
+
+
+def test_a_plot_that_cannot_be_written_stops_before_the_run(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = run(*SMALL, "--policy", "slurm-default", "--plot", str(tmp_path / "no" / "p.png"))
+    assert res.exit_code != 0 and res.stdout == ""
+    assert f"--plot {tmp_path / 'no' / 'p.png'}: cannot write (no folder" in str(res.exception)
+
+
+def test_a_budget_is_reported_against_and_a_policy_without_one_is_named():
+    res = run("--limit-jobs", "100", "--zone", "GB", "--compare", "greenflow,slurm-default",
+              "--carbon-budget-kg", "1", "--json")
+    assert res.exit_code == 0, res.output
+    green, plain = json.loads(res.stdout)
+    assert green["carbon_budget_kg"] == plain["carbon_budget_kg"] == 1.0
+    assert green["carbon_over_budget"] == pytest.approx(green["carbon_kg"])
+    assert "slurm-default plans to no carbon budget" in res.stderr
+    assert "greenflow: " in res.stderr and "over the budget of 1.0 kg" in res.stderr

@@ -133,3 +133,41 @@ def test_series_provider_lookup_and_forecast(tmp_path):
     assert provider.intensity_at(T0 + 7200) == 94.66
     assert provider.forecast(T0, T0 + 3600) == ((T0 + 3600, 94.66),)
     assert provider.forecast(T0 - 1, T0 + 10) == ((T0, 91.44),)
+
+
+@pytest.mark.parametrize("file_zone, zone, ok", [
+    ("GB", "GB", True), ("GB", "gb", True), ("DE", "DE-LU", True), ("", "FR", True),
+    ("US-TEX-ERCO", "US", False), ("US-TEX-ERCO", "GB", False), ("DE-LU", "DE", False),
+    ("DE", "DEU", False)])
+def test_zone_matches(file_zone, zone, ok):
+    from slurm_plugin.telemetry.carbon_csv import zone_matches
+    assert zone_matches(file_zone, zone) is ok
+
+
+def test_repeated_times_are_noted_and_the_last_row_kept(tmp_path):
+    rows = EM_ROWS + EM_ROWS.splitlines(keepends=True)[1].replace("65.09,94.66", "1,2")
+    s = load(_file(tmp_path, EM_HEADER + rows))
+    assert [p.gco2_per_kwh for p in s.points] == [91.44, 2.0] and s.repeated == (4,)
+    assert s.notes() == (f"carbon csv: {tmp_path / 'c.csv'}: 1 row(s) repeat an earlier row's "
+                         f"time (line 4); the last row of each time is kept",)
+
+
+@pytest.mark.parametrize("header", ["time,carbon intensity", ",Time,Carbon Intensity",
+                                    "TIME, Carbon  Intensity"])
+def test_lets_wait_awhile_header_as_pandas_and_other_spellings_write_it(tmp_path, header):
+    index = header.startswith(",")
+    body = "".join(f"{str(i) + ',' if index else ''}2019-12-20 0{i}:00:00,{40 + i}\n"
+                   for i in range(3))
+    s = load(_file(tmp_path, header + "\n" + body))
+    assert s.format == "lets-wait-awhile" and [p.gco2_per_kwh for p in s.points] == [40, 41, 42]
+
+
+def test_a_site_carbon_file_of_another_zone_is_a_config_error(tmp_path):
+    from slurm_plugin.errors import ConfigError
+    from slurm_plugin.telemetry.carbon import provider_from_config
+    path = _file(tmp_path, EM_HEADER + EM_ROWS)
+    cfg = {"carbon.file": str(path), "carbon.zone": "DE-LU"}
+    with pytest.raises(ConfigError) as info:
+        provider_from_config(cfg, None)
+    assert "carbon.file" in str(info.value) and "carbon.zone = 'GB'" in str(info.value)
+    assert provider_from_config({**cfg, "carbon.zone": "gb"}, None) is not None
