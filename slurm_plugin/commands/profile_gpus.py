@@ -30,17 +30,29 @@ def profile_gpus() -> None:
               help="Profile CSV to write (what `wattctl simulate --variability` and the pal "
                    "policy's `profile` setting read).")
 def import_cmd(files: tuple[Path, ...], out: Path) -> None:
-    """Classify per-GPU runs (CSV files as PAL's *-longhorn-agg.csv) into a profile."""
-    rows = import_files(list(files), out)
-    click.echo(f"profile-gpus: {len(rows)} GPUs from {len(files)} files -> {out}")
+    """Classify per-GPU runs (CSV files as PAL's *-longhorn-agg.csv) into a profile.
+
+    Applications match in any case, and a name starting with one counts as it (ResNet50 is
+    resnet); runs of other applications are ignored, with a warning per name."""
+    ignored: dict[str, int] = {}
+    rows = import_files(list(files), out, ignored)
+    for name, n in sorted(ignored.items()):
+        click.echo(f"warning: profile-gpus: {n} runs of {name!r} ignored: not a profiled "
+                   f"application ({', '.join(sorted(APP_CLASSES))}, or a name starting with "
+                   f"one); name the application in the file's exp column", err=True)
+    skipped = (f"; {sum(ignored.values())} runs of other applications ignored "
+               f"({', '.join(sorted(ignored))})" if ignored else "")
+    click.echo(f"profile-gpus: {len(rows)} GPUs from {len(files)} files -> {out}{skipped}")
     for line in _distribution(_read(out)):
         click.echo(line)
 
 
 def _read(path: Path) -> list[dict[str, str]]:
     import csv
+
+    from ..physics.variability import parse_factor
     try:
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             cols = reader.fieldnames or []
             missing = [f"PerfVar_class{c}" for c in CLASSES if f"PerfVar_class{c}" not in cols]
@@ -53,10 +65,10 @@ def _read(path: Path) -> list[dict[str, str]]:
     for line, r in enumerate(rows, start=2):
         for c in CLASSES:
             try:
-                float(r[f"PerfVar_class{c}"])
-            except (TypeError, ValueError):
+                parse_factor(r[f"PerfVar_class{c}"])
+            except ValueError as exc:
                 raise InputError(f"profile-gpus: {path}: line {line}: column PerfVar_class{c}: "
-                                 f"{r[f'PerfVar_class{c}']!r} is not a number") from None
+                                 f"{exc}") from None
     return rows
 
 

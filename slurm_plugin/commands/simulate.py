@@ -229,6 +229,8 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         inputs = replace(inputs, trace=Path(from_sacct), trace_format="sacct")
     else:
         jobs = load_jobs(inputs)
+        for w in getattr(jobs, "warnings", ()):
+            click.echo(f"warning: {w}", err=True)
     carbon = load_carbon(inputs.carbon, inputs.zone, jobs[0].submit_s, carbon_basis,  # type: ignore[arg-type]
                          default_zone=cfg["carbon.zone"])
     for w in carbon.warnings:

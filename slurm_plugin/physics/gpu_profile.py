@@ -4,13 +4,23 @@ Input: CSV files of per-GPU benchmark runs in the format of PAL's Longhorn measu
 (``*-longhorn-agg.csv``): one row per run with the application (``exp`` column, else the file
 name), where the GPU sits (``node``, optional ``cabinet``, ``device`` or ``dev_id``), its
 ``uuid`` and its run time (``time``, else ``perf``, larger is slower; PAL's files record times).
+Files are UTF-8, with or without a byte-order mark. A run without a uuid (no column, or an empty
+value) is named by its node and ``device`` (the physical index); with only ``dev_id`` (which may
+count the visible devices alone) it needs its uuid.
+
+Application names (``app_of_name``) match case-insensitively, and a name starting with a known
+application counts as it (its family: ``ResNet50``, ``resnet-101`` are resnet; ``bert-large``
+is bert). Runs of other applications are ignored and counted per name (``read_runs``'s
+``ignored``; ``profile-gpus import`` warns about them); when no run is of a known application
+the error lists the names found.
 
 Method, per application class A-D (``APP_CLASSES``: A resnet, B and C bert, D pagerank, as PAL's
 ``profiles.json``): a GPU's performance is the median of its runs; GPUs above mean + 3 sigma are
 outliers and kept apart; the rest are clustered by 1-D k-means with k chosen by silhouette over
 2-10; a GPU's factor is its cluster's centroid (an outlier: its own value) over the median
 centroid, the centroid of the cluster holding the median GPU. A GPU with no run of a class
-counts as median (1.0).
+counts as median (1.0). A factor outside ``variability.MIN_FACTOR``..``MAX_FACTOR`` (0.1-10)
+is an input error naming the GPU (the profile could not be read).
 
 Output: one row per GPU (``node``, ``gpu_index``, ``uuid``, ``PerfVar_classA..D``,
 ``cluster_classA..D``, ``perf_classA..D``, ``measured_at``), readable by
@@ -27,6 +37,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .kmeans import best_k
+from .variability import MAX_FACTOR, MIN_FACTOR
 
 CLASSES = ("A", "B", "C", "D")
 APP_CLASSES: dict[str, tuple[str, ...]] = {"resnet": ("A",), "bert": ("B", "C"),
@@ -56,18 +67,30 @@ class ProfileRow:
 
 
 APP_COLUMNS = ("exp", "model", "app")     # the column naming a run's application
+_KNOWN = "resnet: class A, bert: B and C, pagerank: D"
 
 
-def _app_of(path: Path, rec: dict[str, str], known) -> str:
-    """A run's application: its ``exp`` (``model``, ``app``) column, else the part of the file
-    name that names a known application (``resnet-longhorn-agg.csv``,
-    ``frontera-pagerank-agg.csv``), else the file name's first part."""
+def app_of_name(name: str, known) -> str | None:
+    """The known application ``name`` names: itself (any case), else the longest known name it
+    starts with (``resnet50`` -> ``resnet``); None when it names none."""
+    name = name.strip().lower()
+    if name in known:
+        return name
+    return max((k for k in known if name.startswith(k)), key=len, default=None)
+
+
+def _app_of(path: Path, rec: dict[str, str], known) -> tuple[str, str | None]:
+    """A run's application as the file names it and the known application that is (None: not
+    known): its ``exp`` (``model``, ``app``) column, else the part of the file name that names a
+    known application (``resnet-longhorn-agg.csv``, ``frontera-pagerank-agg.csv``), else the
+    file name's first part."""
     for c in APP_COLUMNS:
         v = (rec.get(c) or "").strip().lower()
         if v:
-            return v
+            return v, app_of_name(v, known)
     parts = path.name.lower().split(".")[0].split("-")
-    return next((p for p in parts if p in known), parts[0])
+    found = next(((p, a) for p in parts if (a := app_of_name(p, known))), None)
+    return found or (parts[0], None)
 
 
 def _location(rec: dict[str, str]) -> tuple[str, int | None, bool]:
@@ -93,29 +116,33 @@ def _location(rec: dict[str, str]) -> tuple[str, int | None, bool]:
     return name, None, False
 
 
-def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None = None
-              ) -> list[GpuRuns]:
+def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None = None,
+              ignored: dict[str, int] | None = None) -> list[GpuRuns]:
     """Every run of every file, grouped per GPU: by node and device where a ``device`` column
-    says it, else by uuid (a uuid seen with a device elsewhere joins that GPU)."""
+    says it, else by uuid (a uuid seen with a device elsewhere joins that GPU). Runs of an
+    application no class uses are counted per name in ``ignored``; InputError listing the
+    names when no run is of a known application."""
     app_classes = app_classes or APP_CLASSES
+    other: dict[str, int] = {}
     runs: list[tuple[str, str, int | None, bool, tuple[str, ...], float]] = []
     strong_at: dict[str, tuple[str, int, Path, int]] = {}
     for path in paths:
         try:
-            fh = path.open(newline="")
+            fh = path.open(newline="", encoding="utf-8-sig")
         except OSError as exc:
             raise InputError(f"profile-gpus: {path}: cannot read ({exc.strerror})") from None
         with fh:
             reader = csv.DictReader(fh)
             cols = reader.fieldnames or []
             tcol = next((c for c in TIME_COLUMNS if c in cols), None)
-            for need, have in (("uuid", "uuid" in cols), ("node", "node" in cols),
-                               ("time or perf", tcol is not None),
+            for need, have in (("uuid", "uuid" in cols or "device" in cols),
+                               ("node", "node" in cols), ("time or perf", tcol is not None),
                                ("device or dev_id", any(c in cols for c in DEVICE_COLUMNS))):
                 if not have:
                     raise InputError(f"profile-gpus: {path}: line 1: column {need}: missing; "
                                      f"a measurement file needs uuid, node, device and a time "
-                                     f"or perf column")
+                                     f"or perf column (without uuid, node and device name "
+                                     f"the GPU)")
             for line, rec in enumerate(reader, start=2):
                 raw = rec.get(tcol)
                 try:
@@ -127,10 +154,14 @@ def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None 
                     raise InputError(f"profile-gpus: {path}: line {line}: column {tcol}: "
                                      f"{raw!r}: a run time must be a positive number")
                 uuid = (rec.get("uuid") or "").strip()
-                if not uuid:
-                    raise InputError(f"profile-gpus: {path}: line {line}: column uuid: empty")
                 node, dev, strong = _location(rec)
-                if strong:
+                if not uuid and not strong:
+                    raise InputError(
+                        f"profile-gpus: {path}: line {line}: column uuid: empty, and no node "
+                        f"and device name the GPU; give the run its GPU's uuid (nvidia-smi "
+                        f"--query-gpu=uuid --format=csv) or its node and physical device index "
+                        f"(a device column)")
+                if strong and uuid:
                     seen = strong_at.get(uuid)
                     if seen is None:
                         strong_at[uuid] = (node, dev, path, line)
@@ -139,8 +170,19 @@ def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None 
                             f"profile-gpus: {path}: line {line}: column uuid: duplicate GPU "
                             f"uuid {uuid!r}: at {node} device {dev} here, at {seen[0]} device "
                             f"{seen[1]} in {seen[2]} line {seen[3]}")
-                classes = app_classes.get(_app_of(path, rec, app_classes), ())
+                name, app = _app_of(path, rec, app_classes)
+                classes = app_classes.get(app, ()) if app else ()
+                if not classes:
+                    other[name] = other.get(name, 0) + 1
                 runs.append((uuid, node, dev, strong, classes, t))
+    if ignored is not None:
+        for name, n in other.items():
+            ignored[name] = ignored.get(name, 0) + n
+    if runs and len(runs) == sum(other.values()):
+        found = ", ".join(f"{k!r} ({n} runs)" for k, n in sorted(other.items()))
+        raise InputError(f"profile-gpus: no run of a profiled application ({_KNOWN}; a name "
+                         f"starting with one counts as it) in the input files; they hold "
+                         f"{found}: name the application in an exp column")
     gpus: dict[tuple, GpuRuns] = {}
     for uuid, node, dev, strong, classes, t in runs:
         if uuid in strong_at:
@@ -153,7 +195,9 @@ def read_runs(paths: list[Path], app_classes: dict[str, tuple[str, ...]] | None 
         g = gpus.get(key)
         if g is None:
             g = gpus[key] = GpuRuns(node, dev, uuid)
-        elif g.uuid != uuid and uuid.startswith("GPU-") and not g.uuid.startswith("GPU-"):
+        elif not g.uuid:
+            g.uuid = uuid   # runs without a uuid: the first one another run of the GPU gives
+        elif uuid and g.uuid != uuid and uuid.startswith("GPU-") and not g.uuid.startswith("GPU-"):
             g.uuid = uuid   # a real GPU uuid names the GPU better than a file's own label
         for c in classes:
             g.times.setdefault(c, []).append(t)
@@ -185,8 +229,8 @@ def classify(values: list[float]) -> tuple[list[float], list[str]]:
 
 def build_profile(gpus: list[GpuRuns]) -> list[ProfileRow]:
     if not any(g.times for g in gpus):
-        raise InputError("profile-gpus: no run of a profiled application (resnet: class A, "
-                         "bert: B and C, pagerank: D) in the input files")
+        raise InputError(f"profile-gpus: no run of a profiled application ({_KNOWN}) in the "
+                         f"input files")
     per_class: dict[str, dict[int, tuple[float, str, float]]] = {}
     for c in CLASSES:
         idx = [i for i, g in enumerate(gpus) if g.times.get(c)]
@@ -194,6 +238,15 @@ def build_profile(gpus: list[GpuRuns]) -> list[ProfileRow]:
             continue
         vals = [statistics.median(gpus[i].times[c]) for i in idx]
         factors, labels = classify(vals)
+        for i, f in zip(idx, factors):
+            if not MIN_FACTOR <= f <= MAX_FACTOR:
+                g = gpus[i]
+                raise InputError(
+                    f"profile-gpus: GPU {g.node or g.uuid}"
+                    f"{'' if g.index is None else f' device {g.index}'} (uuid {g.uuid!r}): "
+                    f"class {c}: its runs take {f:.3g}x the median GPU's time, outside "
+                    f"{MIN_FACTOR:g}-{MAX_FACTOR:g}: a broken GPU or runs in other units; "
+                    f"re-measure it or leave its runs out")
         per_class[c] = {i: (f, lab, v) for i, f, lab, v in zip(idx, factors, labels, vals)}
     rows = []
     for i, g in enumerate(gpus):
@@ -236,7 +289,10 @@ def write_profile(rows: list[ProfileRow], path: Path,
                         else measured_at.get((r.node, r.gpu_index), "")])
 
 
-def import_files(paths: list[Path], out: Path) -> list[ProfileRow]:
-    rows = build_profile(read_runs(paths))
+def import_files(paths: list[Path], out: Path,
+                 ignored: dict[str, int] | None = None) -> list[ProfileRow]:
+    """Classify the runs of ``paths`` into the profile ``out``; the runs of other applications
+    are counted per name in ``ignored``."""
+    rows = build_profile(read_runs(paths, ignored=ignored))
     write_profile(rows, out)
     return rows

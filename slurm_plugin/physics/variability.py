@@ -5,6 +5,12 @@ time multiplier of that GPU for the class, 1.0 = median GPU): PAL's 32gpu-variab
 a profile written by ``wattctl profile-gpus import`` (``gpu_profile``). Where it names the GPU
 (``node`` and ``gpu_index``, or PAL's ``Node_ID`` and ``Local_GPU_ID``) the row is keyed by it.
 
+A factor must be a finite number within ``MIN_FACTOR``..``MAX_FACTOR`` (0.1-10: a GPU at most
+10x slower or faster than the median one); a value outside is an input error naming the file,
+line, column and value (Longhorn's factors lie within 0.97-1.12).
+
+The file is read as UTF-8, with or without a byte-order mark (as Excel writes it).
+
 Simulated clusters (``factors``): the rows in a seeded shuffled order
 (``random.Random(f"variability:{seed}")``), GPU by GPU in node and index order, cycling when
 the cluster is larger than the profile.
@@ -13,6 +19,7 @@ the cluster is larger than the profile.
 from __future__ import annotations
 
 import csv
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +29,8 @@ from ..resources import data_dir
 
 CLASSES = ("A", "B", "C", "D")
 BUILTIN_FILE = "variability-longhorn-32gpu.csv"
+MAX_FACTOR = 10.0               # a GPU more than 10x slower than the median one: not plausible
+MIN_FACTOR = 1.0 / MAX_FACTOR   # ... or more than 10x faster
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +65,7 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
     """Read a profile; ``None`` reads the built-in Longhorn one."""
     p = Path(path) if path else data_dir() / BUILTIN_FILE
     try:
-        fh = p.open(newline="")
+        fh = p.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(f"variability: {p}: cannot read ({exc.strerror})") from None
     rows, keys, uuids, stamps, labels = [], [], [], [], []
@@ -71,14 +80,9 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
             vals = []
             for c in cols:
                 try:
-                    v = float(rec[c])
-                except (TypeError, ValueError):
-                    raise InputError(f"variability: {p}: line {line}: field {c}: "
-                                     f"{rec[c]!r} is not a number") from None
-                if v <= 0:
-                    raise InputError(f"variability: {p}: line {line}: field {c}: "
-                                     f"{v} must be positive")
-                vals.append(v)
+                    vals.append(parse_factor(rec[c]))
+                except ValueError as exc:
+                    raise InputError(f"variability: {p}: line {line}: field {c}: {exc}") from None
             rows.append(tuple(vals))
             keys.append(_key(rec))
             uuids.append((rec.get("uuid") or rec.get("GPU_UUID") or "").strip())
@@ -88,6 +92,26 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
         raise InputError(f"variability: {p}: line 2: no GPU rows")
     return VariabilityProfile(tuple(rows), tuple(keys), tuple(uuids), tuple(stamps),
                               tuple(labels))
+
+
+def parse_factor(text: str | None) -> float:
+    """One cell of a ``PerfVar_class*`` column: a finite factor within ``MIN_FACTOR`` ..
+    ``MAX_FACTOR``; ValueError saying what is wrong and how to fix it."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{text!r} is not a finite number; give the GPU's time multiplier "
+                         f"for the class (1.0 = the median GPU), or leave the GPU's row out")
+    if v <= 0:
+        raise ValueError(f"{v:g} must be positive (a time multiplier, 1.0 = the median GPU)")
+    if not MIN_FACTOR <= v <= MAX_FACTOR:
+        raise ValueError(f"{text.strip()} is outside {MIN_FACTOR:g}-{MAX_FACTOR:g}: a GPU "
+                         f"{max(v, 1 / v):g}x {'slower' if v > 1 else 'faster'} than the median "
+                         f"one is not plausible (a broken GPU or a value in other units); "
+                         f"re-measure the GPU or leave its row out")
+    return v
 
 
 def _key(rec: dict[str, str]) -> tuple[str, int] | None:

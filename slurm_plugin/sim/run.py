@@ -39,13 +39,14 @@ def load_jobs(inputs: Inputs) -> list[TraceJob]:
     """The trace, checked against the cluster: a job larger than it is an input error."""
     jobs = read_trace(inputs.trace, inputs.trace_format, inputs.limit_jobs)
     spec = inputs.spec
-    field = "num_gpus"
+    field = "num_replicas" if inputs.trace_format == "pollux" else "num_gpus"
     for j in jobs:
         nodes = math.ceil(j.num_gpus / spec.gpus_per_node)
         if j.num_gpus > spec.gpu_count or nodes > spec.nodes:
             raise InputError(f"trace: {inputs.trace}: line {j.line}: field {field}: {j.num_gpus} GPUs "
                              f"is larger than the cluster ({spec.nodes} nodes x "
-                             f"{spec.gpus_per_node} GPUs); use a larger --nodes or --limit-jobs")
+                             f"{spec.gpus_per_node} GPUs); give a larger cluster (--nodes, "
+                             f"--gpus-per-node) or a trace without it")
     return jobs
 
 

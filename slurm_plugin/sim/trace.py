@@ -9,7 +9,12 @@ the job's start may be shifted (``--wb-slack``); with the column, an empty value
 may not be shifted; without it the simulator draws slacks (``slack``).
 ``pollux``: the Pollux (OSDI'21) workload files as they are, ``name,time,application,
 num_replicas,batch_size`` (``sim/trace_pollux.py``): elastic jobs whose length comes from their
-application's profile.
+application's profile. A batch size outside the application's measured range, or more replicas
+than the profiles' largest GPU count (64), is read clamped to the profile, with a warning
+(``TraceJobs.warnings``: counted, naming the first few jobs).
+
+Files are UTF-8, with or without a byte-order mark. A row with fewer fields than the header
+(a cut line) is an error saying so; a header that is another format's suggests that format.
 """
 
 from __future__ import annotations
@@ -53,6 +58,42 @@ class TraceJob:
     batch_size: int | None = None
     min_batch_size: int | None = None
     max_batch_size: int | None = None
+
+
+class TraceJobs(list):
+    """``read_trace``'s jobs (a list of ``TraceJob``) and its ``warnings``: inputs read as
+    something else than written (clamped), one line per kind, for the caller to print."""
+
+    warnings: tuple[str, ...] = ()
+
+
+WARN_EXAMPLES = 3      # jobs named per warning
+
+
+def _pollux_warnings(path: Path, jobs: list[TraceJob]) -> tuple[str, ...]:
+    """Pollux jobs whose batch size or GPU count is outside their application's profile (read
+    clamped to it): one line per kind, counted, naming the first ``WARN_EXAMPLES`` jobs."""
+    from ..physics.pollux import MAX_PROFILE_GPUS
+    kinds = {
+        "batch_size": ([j for j in jobs if j.batch_size is not None
+                        and not j.min_batch_size <= j.batch_size <= j.max_batch_size],
+                       lambda j: f"{j.batch_size} not in {j.app}'s {j.min_batch_size}-"
+                                 f"{j.max_batch_size}",
+                       "outside its application's measured batch sizes (read as the nearest "
+                       "measured one)"),
+        "num_replicas": ([j for j in jobs if j.num_gpus > MAX_PROFILE_GPUS],
+                         lambda j: str(j.num_gpus),
+                         f"above the profiles' {MAX_PROFILE_GPUS} GPUs (run no faster than "
+                         f"on {MAX_PROFILE_GPUS})"),
+    }
+    out = []
+    for col, (bad, show, why) in kinds.items():
+        if bad:
+            named = ", ".join(f"{j.job_id} (line {j.line}: {show(j)})"
+                              for j in bad[:WARN_EXAMPLES])
+            more = f" and {len(bad) - WARN_EXAMPLES} more" if len(bad) > WARN_EXAMPLES else ""
+            out.append(f"trace: {path}: {len(bad)} job(s) with {col} {why}: {named}{more}")
+    return tuple(out)
 
 
 def builtin_trace() -> Path:
@@ -120,13 +161,14 @@ def _philly_row(rec: dict[str, str], job_id: int, line: int) -> TraceJob | None:
                     duration_s=duration_s, num_gpus=gpus, line=line)
 
 
-def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = None) -> list[TraceJob]:
-    """Jobs sorted by submit time (ties keep file order). Raises InputError on bad input."""
+def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = None) -> TraceJobs:
+    """Jobs sorted by submit time (ties keep file order), with the warnings about the jobs kept
+    (``TraceJobs.warnings``). Raises InputError on bad input."""
     p = Path(path)
     if fmt not in FORMATS:
         raise InputError(f"trace: {p}: format {fmt!r} unknown; choose one of: {', '.join(FORMATS)}")
     try:
-        fh = p.open(newline="", encoding="utf-8")
+        fh = p.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise InputError(f"trace: {p}: cannot read ({exc.strerror})") from None
     jobs: list[TraceJob] = []
@@ -137,11 +179,17 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
         reader.fieldnames = names
         for col in _REQUIRED[fmt]:
             if col not in names:
+                other = next((f for f in FORMATS if f != fmt
+                              and all(c in names for c in _REQUIRED[f])), None)
+                hint = f"; the header is a {other} trace's: did you mean --trace-format " \
+                       f"{other}?" if other else ""
                 raise InputError(f"trace: {p}: line 1: field {col}: missing column "
-                                 f"(a {fmt} trace needs {', '.join(_REQUIRED[fmt])})")
+                                 f"(a {fmt} trace needs {', '.join(_REQUIRED[fmt])}){hint}")
         for line, rec in enumerate(reader, start=2):
             if not any((v or "").strip() for v in rec.values() if isinstance(v, str)):
                 continue
+            if None in rec.values():
+                _check_complete(_Row(p, line, rec), fmt, len(names))
             if fmt == "pollux":
                 from .trace_pollux import pollux_row
                 job = pollux_row(_Row(p, line, rec), seen)
@@ -186,4 +234,16 @@ def read_trace(path: str | Path, fmt: str = "philly", limit_jobs: int | None = N
     if not jobs:
         raise InputError(f"trace: {p}: line 2: no jobs (the trace is empty)")
     jobs.sort(key=lambda j: j.submit_s)
-    return jobs[:limit_jobs] if limit_jobs else jobs
+    kept = TraceJobs(jobs[:limit_jobs] if limit_jobs else jobs)
+    if fmt == "pollux":
+        kept.warnings = _pollux_warnings(p, kept)
+    return kept
+
+
+def _check_complete(row: _Row, fmt: str, header_fields: int) -> None:
+    """A row cut short (fewer fields than the header) that lacks a required field: say so."""
+    cut = next((c for c in _REQUIRED[fmt] if row.rec.get(c) is None), None)
+    if cut is not None:
+        got = sum(1 for k, v in row.rec.items() if k is not None and v is not None)
+        raise row.fail(cut, f"the row is cut short ({got} field{'s' * (got != 1)}, the "
+                            f"header has {header_fields}); complete the line or remove it")

@@ -93,7 +93,7 @@ def test_timeline_integrates_to_the_energy(tmp_path):
     tl = tmp_path / "tl.csv"
     res = run(*SMALL, "--policy", "gandiva", "--json", "--timeline", str(tl))
     assert res.exit_code == 0, res.output
-    energy = json.loads(res.output)["energy_kwh"]
+    energy = json.loads(res.stdout)["energy_kwh"]
     lines = tl.read_text().splitlines()
     head = lines[0].split(",")
     rows = [dict(zip(head, map(float, ln.split(",")))) for ln in lines[1:]]
@@ -106,7 +106,7 @@ def test_cluster_file_and_carbon_file(tmp_path):
     res = run("--trace", str(GOLDEN / "small_trace.csv"), "--trace-format", "canonical",
               "--cluster", str(c), "--policy", "slurm-default", "--json", "--zone", "DE-LU")
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["carbon_zone"] == "DE-LU" and out["node_suspends"] > 0
 
 
@@ -296,3 +296,19 @@ def test_a_budget_is_reported_against_and_a_policy_without_one_is_named():
     assert green["carbon_over_budget"] == pytest.approx(green["carbon_kg"])
     assert "slurm-default plans to no carbon budget" in res.stderr
     assert "greenflow: " in res.stderr and "over the budget of 1.0 kg" in res.stderr
+
+
+def test_pollux_jobs_read_clamped_are_warned_about_and_too_large_names_its_column(tmp_path):
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "cifar10-0,0,cifar10,2,100000000\nncf-1,10,ncf,1,256\n")
+    res = run("--trace", str(trace), "--trace-format", "pollux", "--nodes", "2",
+              "--gpus-per-node", "4", "--policy", "slurm-default", "--json")
+    assert res.exit_code == 0, res.output
+    assert "1 job(s) with batch_size outside its application's measured batch sizes" in res.stderr
+    json.loads(res.stdout)
+    trace.write_text("name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,16,2048\n")
+    res = run("--trace", str(trace), "--trace-format", "pollux", "--nodes", "2",
+              "--gpus-per-node", "4", "--policy", "slurm-default")
+    assert res.exit_code != 0
+    assert "line 2: field num_replicas: 16 GPUs is larger than the cluster" in str(res.exception)

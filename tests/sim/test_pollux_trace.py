@@ -50,7 +50,7 @@ def test_every_application_and_odd_batch_sizes_replay(tmp_path):
                                      "--nodes", "4", "--gpus-per-node", "4",
                                      "--compare", "slurm-default,elastic,elastic-restart", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert all(r["jobs_finished"] == 60 for r in out)
 
 
@@ -155,3 +155,39 @@ def test_a_resize_without_a_node_count_keeps_the_jobs_nodes_now(tmp_path):
     spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=300.0, restart_cost_s=0.0)
     Simulator(jobs, spec, GrowThenTrim()).run()
     assert seen[:1] == [4] and 8 in seen and seen[-1] == 6, seen
+
+
+def test_a_byte_order_mark_does_not_hide_the_name_column(tmp_path):
+    rows = ["ncf-0,791,ncf,1,32768", "cifar10-1,1151,cifar10,12,4096"]
+    plain = _write(tmp_path / "w.csv", rows)
+    bom = tmp_path / "bom.csv"
+    bom.write_text("\r\n".join([HEADER, *rows]) + "\r\n", encoding="utf-8-sig", newline="")
+    assert read_trace(bom, "pollux") == read_trace(plain, "pollux")
+
+
+def test_a_cut_line_says_the_row_is_cut_short(tmp_path):
+    """Before: "field application: '' has no profile"."""
+    p = _write(tmp_path / "cut.csv", ["ncf-0,791,ncf,1,32768", "cifar10-9,3"])
+    with pytest.raises(InputError, match=r"line 3: field application: the row is cut short "
+                                         r"\(2 fields, the header has 5\)"):
+        read_trace(p, "pollux")
+
+
+def test_outside_the_measured_profiles_is_a_counted_warning(tmp_path):
+    """A batch size outside the application's measured range, or more replicas than the
+    profiles' 64 GPUs, is read clamped: a warning per kind naming the first jobs."""
+    rows = ["ok-0,0,cifar10,4,512", "big-1,1,cifar10,8,100000000", "small-2,2,ncf,1,8",
+            "b3,3,cifar10,1,5000", "b4,4,cifar10,1,5000", "b5,5,cifar10,1,5000",
+            "wide-6,6,ncf,200,32000"]
+    jobs = read_trace(_write(tmp_path / "w.csv", rows), "pollux")
+    assert len(jobs) == 7 and len(jobs.warnings) == 2
+    batch, wide = jobs.warnings
+    assert batch.startswith(f"trace: {tmp_path / 'w.csv'}: 5 job(s) with batch_size outside "
+                            "its application's measured batch sizes")
+    assert "big-1 (line 3: 100000000 not in cifar10's 128-4096), small-2 (line 4: 8 not in " \
+           "ncf's 256-32768), b3 (line 5: 5000 not in cifar10's 128-4096) and 2 more" in batch
+    assert wide.endswith("1 job(s) with num_replicas above the profiles' 64 GPUs (run no "
+                         "faster than on 64): wide-6 (line 8: 200)")
+    # only the jobs kept count; the real workloads are within the profiles
+    assert read_trace(tmp_path / "w.csv", "pollux", limit_jobs=1).warnings == ()
+    assert read_trace(_write(tmp_path / "ok.csv", rows[:1]), "pollux").warnings == ()

@@ -131,3 +131,41 @@ def test_bad_variability_file_names_line_and_field(tmp_path):
     bad.write_text("PerfVar_classA,PerfVar_classB,PerfVar_classC,PerfVar_classD\n1,1,x,1\n")
     with pytest.raises(InputError, match=r"line 2: field PerfVar_classC"):
         load_profile(bad)
+
+
+VAR_HEAD = "node,gpu_index,PerfVar_classA,PerfVar_classB,PerfVar_classC,PerfVar_classD\n"
+
+
+@pytest.mark.parametrize("value,why", [
+    ("nan", r"'nan' is not a finite number; give the GPU's time multiplier"),
+    ("inf", r"'inf' is not a finite number"),
+    ("-inf", r"'-inf' is not a finite number"),
+    ("0", r"0 must be positive"),
+    ("1e6", r"1e6 is outside 0.1-10: a GPU 1e\+06x slower than the median one is not "
+            r"plausible .*; re-measure the GPU or leave its row out"),
+    ("10.5", r"10.5 is outside 0.1-10"),
+    ("0.05", r"0.05 is outside 0.1-10: a GPU 20x faster"),
+])
+def test_variability_factors_must_be_finite_and_plausible(tmp_path, value, why):
+    """A NaN or infinite factor would change every simulated run on that GPU without a word."""
+    bad = tmp_path / "v.csv"
+    bad.write_text(VAR_HEAD + "n0,0,1,1,1,1\nn0,1,1,1,1,1\n"
+                   f"n0,2,{value},1,1,1\n")
+    with pytest.raises(InputError, match=rf"variability: {bad}: line 4: field PerfVar_classA: "
+                                         + why):
+        load_profile(bad)
+
+
+def test_variability_limits_keep_the_measured_profiles_and_the_extremes(tmp_path):
+    ok = tmp_path / "v.csv"
+    ok.write_text(VAR_HEAD + "n0,0,0.1,10,1,1\n")
+    assert load_profile(ok).rows == ((0.1, 10.0, 1.0, 1.0),)
+    assert all(0.9 < f < 1.2 for r in load_profile(None).rows for f in r)
+
+
+def test_variability_profile_with_a_byte_order_mark(tmp_path):
+    """Excel writes one: the first column is still PerfVar_classA."""
+    p = tmp_path / "bom.csv"
+    p.write_text("PerfVar_classA,PerfVar_classB,PerfVar_classC,PerfVar_classD,Node_ID,"
+                 "Local_GPU_ID\n1.1,1,1,1,0,3\n", encoding="utf-8-sig")
+    assert load_profile(p).by_gpu() == {("0", 3): (1.1, 1.0, 1.0, 1.0)}
