@@ -36,7 +36,9 @@ for _module, _attr in _COMMANDS:
 
 def main() -> None:
     try:
-        group.main(standalone_mode=False)
+        rc = group.main(standalone_mode=False)     # a command's click Exit(n) comes back as n
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)

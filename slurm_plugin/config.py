@@ -2,13 +2,15 @@
 
 The packaged defaults live in ``site/defaults.toml`` (shipped inside the package). An admin's
 file is found at ``$WATTBATCH_SITE_CONFIG``, else ``/etc/wattbatch/site.toml`` if present.
-Every key is declared in ``SCHEMA`` with its type; an unknown key or a value of the wrong type
-raises ``ConfigError`` naming the file, the key and the value.
+Every key is declared in ``SCHEMA`` with its type; an unknown key, a value of the wrong type,
+out of its range or (a float) not a finite number raises ``ConfigError`` naming the file, the
+key and the value.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from types import MappingProxyType
 from collections.abc import Mapping
@@ -147,6 +149,7 @@ SCHEMA: dict[str, Key] = {
     "elastic.fairness_factor": _num(1, 1000),
     "elastic.max_resizes_per_pass": _int(0, 10000),
     "elastic.measure_restart_cost": Key(bool),
+    "elastic.order_queue": Key(bool),
     "pal.profile": Key(str),
     "pal.locality_penalty_a": _num(1, 10),
     "pal.locality_penalty_b": _num(1, 10),
@@ -154,6 +157,7 @@ SCHEMA: dict[str, Key] = {
     "pal.locality_penalty_d": _num(1, 10),
     "pal.default_class": Key(str),
     "pal.order_queue": Key(bool),
+    "pal.size_tiers": Key(bool),
     "pal.slowdown_tolerance": _num(0, 1),
     "pal.profile_max_age_days": _num(0, 36500),
     "eaco.alpha": _num(0, 1),
@@ -199,6 +203,11 @@ def _coerce(source: str, key: str, raw: Any, spec: Key) -> Any:
         value = float(value)
     if not isinstance(value, spec.type) or (spec.type is not bool and isinstance(value, bool)):
         raise ConfigError(source, key, raw, f"expected {spec.type.__name__}")
+    if spec.type is float and not math.isfinite(value):
+        # every comparison with NaN is false: without this, nan passed every range check
+        raise ConfigError(source, key, raw, "must be a finite number"
+                          + (f" from {spec.minimum:g} to {spec.maximum:g}"
+                             if spec.minimum is not None and spec.maximum is not None else ""))
     if spec.choices and value not in spec.choices:
         raise ConfigError(source, key, raw, f"choose one of: {', '.join(map(str, spec.choices))}")
     if spec.minimum is not None and value < spec.minimum:

@@ -42,8 +42,8 @@ def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
     load waits at least 10 s per request whatever influx.timeout_s says."""
     t0 = time.perf_counter()
     series = carbon_csv.load(file, basis)  # type: ignore[arg-type]
-    if series.skipped:
-        click.echo(f"warning: {series.skipped_note()}", err=True)
+    for note in series.notes():
+        click.echo(f"warning: {note}", err=True)
     client = InfluxClient.from_config(config.load())
     client.timeout_s = max(client.timeout_s, IMPORT_TIMEOUT_S)
     result = import_series(client, series, zone)
@@ -61,20 +61,62 @@ def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
 @click.option("--zone", default=None, help="Default: the site's carbon.zone.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def show(zone: str | None, as_json: bool) -> None:
-    """What is stored for a zone, and the intensity in force now."""
+    """What is stored for a zone, and the intensity in force now.
+
+    Where the site sets carbon.file, that file is what the policies read for carbon.zone (not
+    InfluxDB): for that zone the file's series is shown, and a file that cannot be read is an
+    error."""
     cfg = config.load()
-    s = summary(InfluxClient.from_config(cfg), zone or cfg["carbon.zone"], time.time())
+    zone = zone or cfg["carbon.zone"]
+    from_file = bool(cfg["carbon.file"]) and zone.upper() == cfg["carbon.zone"].upper()
+    client = InfluxClient.from_config(cfg)
+    s = _file_summary(cfg, client, time.time()) if from_file else \
+        summary(client, zone, time.time())
+    where = {"source": "carbon.file", "file": cfg["carbon.file"]} if from_file else \
+        {"source": "influxdb"}
     if as_json:
-        click.echo(json.dumps(asdict(s)))
+        click.echo(json.dumps(asdict(s) | where))
         return
+    origin = (f"carbon.file {cfg['carbon.file']} (what the policies read; InfluxDB is not read "
+              "while carbon.file is set)") if from_file else "InfluxDB"
     if not s.points:
-        click.echo(f"zone {s.zone}: no carbon intensity stored; load some with "
+        click.echo(f"zone {s.zone}: no carbon intensity stored in {origin}; load some with "
                    f"`wattctl carbon import FILE --zone {s.zone}`")
         return
-    click.echo(f"zone {s.zone}: {s.points} points {_utc(s.first_s)} .. {_utc(s.last_s)}\n"
+    now = "no point at or before now" if s.now_gco2_per_kwh is None else \
+        f"{s.now_gco2_per_kwh:.1f} gCO2eq/kWh (latest point at or before now)"
+    if s.last_s is not None and s.now_s - s.last_s > 86400:
+        now += f"; the series ended {_utc(s.last_s)}: add newer data"
+    click.echo(f"zone {s.zone}: {origin}: {s.points} points {_utc(s.first_s)} .. "
+               f"{_utc(s.last_s)}\n"
                f"gCO2eq/kWh: min {s.min:.1f}, mean {s.mean:.1f}, max {s.max:.1f}\n"
-               f"now ({_utc(s.now_s)}): {s.now_gco2_per_kwh:.1f} gCO2eq/kWh (latest point at or "
-               "before now)")
+               f"now ({_utc(s.now_s)}): {now}")
+
+
+def _file_summary(cfg, client: InfluxClient, now_s: float):
+    """``summary`` of the site's ``carbon.file``, read as the policies read it; a file that
+    cannot be read is a ``ConfigError`` naming the setting, its file and the fix."""
+    import math
+
+    from ..errors import ConfigError, InputError
+    from ..telemetry.carbon import CarbonSummary, provider_from_config
+
+    path = cfg["carbon.file"]
+    try:
+        provider = provider_from_config(cfg, client)
+    except InputError as exc:
+        raise ConfigError(cfg.source("carbon.file"), "carbon.file", path,
+                          f"{exc}; the policies read this file, not InfluxDB: fix it, or set "
+                          'carbon.file = "" to use what `wattctl carbon import` stored') from None
+    except ConfigError as exc:
+        raise ConfigError(cfg.source("carbon.file"), exc.key, exc.value, exc.fix) from None
+    points = provider.forecast(-math.inf, math.inf)
+    values = [v for _, v in points]
+    if not values:
+        return CarbonSummary(cfg["carbon.zone"], 0, None, None, None, None, None, now_s, None)
+    return CarbonSummary(cfg["carbon.zone"], len(values), points[0][0], points[-1][0],
+                         min(values), sum(values) / len(values), max(values), now_s,
+                         provider.intensity_at(now_s))
 
 
 @carbon.command("budget")

@@ -7,9 +7,10 @@ import json
 import click
 
 from .. import config
+from ..errors import ConfigError
 from ..node.collector import collect_once, run_loop
 from ..node.ledger import CachedIntensity, Ledger
-from ..node.source import make_source, node_name
+from ..node.source import SOURCES, make_source, node_name
 from ..record import asdict
 from ..telemetry.influx import InfluxClient
 
@@ -31,7 +32,8 @@ def _ledger(cfg, client: InfluxClient) -> Ledger:
               help="Sample every S seconds until stopped.")
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help="With --interval: stop after N samples.")
-@click.option("--source", default=None, help="GPU source (default: site node.gpu_source).")
+@click.option("--source", type=click.Choice(sorted(SOURCES)), default=None,
+              help="GPU source (default: site node.gpu_source).")
 @click.option("--node", default=None,
               help="Node name (default: $SLURMD_NODENAME or host); emulated: a list or 'all'.")
 @click.option("--json", "as_json", is_flag=True, help="--once: print the readings as JSON.")
@@ -43,7 +45,11 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
     if once == (interval_s is not None):
         raise click.UsageError("give exactly one of --once or --interval S")
     cfg = config.load()
-    gpu_source = make_source(source or cfg["node.gpu_source"], node or node_name(), cfg)
+    name = source or cfg["node.gpu_source"]
+    if name not in SOURCES:     # make_source would blame "site config", whichever layer set it
+        raise ConfigError(cfg.source("node.gpu_source"), "node.gpu_source", name,
+                          f"choose one of: {', '.join(sorted(SOURCES))}")
+    gpu_source = make_source(name, node or node_name(), cfg)
     client = InfluxClient.from_config(cfg)
     ledger = _ledger(cfg, client)
     if once:

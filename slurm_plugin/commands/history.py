@@ -15,7 +15,8 @@ def history() -> None:
 @history.command("export")
 @click.option("--since", default=None,
               help="Passed to sacct as -S (sacct's time formats: now-30days, 2026-11-01, "
-                   "2026-11-01T10:00). Without it sacct starts at 00:00 today.")
+                   "2026-11-01T10:00, ...; checked first, as `report --since`). Without it "
+                   "sacct starts at 00:00 today.")
 @click.option("--until", default=None, help="Passed to sacct as -E (same formats).")
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False, allow_dash=True),
               default="-", show_default=True, help="File to write, - for stdout.")
@@ -26,10 +27,20 @@ def export(since: str | None, until: str | None, output: str) -> None:
 
     sacct selects jobs by eligible time: a job cancelled while it waited for a --begin later
     than --until is not listed."""
+    import time
+
     from ..config import load
+    from ..report.period import parse_time_s
     from ..sim.trace_sacct import SACCT_ARGS
     from ..slurm.cli import slurm
 
+    now = time.time()
+    for option, value in (("--since", since), ("--until", until)):
+        if value:
+            try:       # as report --since: a bad time is said here, naming the option
+                parse_time_s(value, now, option)
+            except InputError as exc:
+                raise InputError(f"history export: {str(exc).split(': ', 1)[1]}") from None
     args = list(SACCT_ARGS)
     if since:
         args += ["-S", since]

@@ -28,12 +28,36 @@ def _record_actions(cfg, actions: list, warnings: list) -> None:
         warnings.append(f"actions not recorded in InfluxDB: {exc}")
 
 
+def _settings_warnings(cfg, policy_name: str, settings) -> list[str]:
+    """What the policy refuses at submit time in its site settings, as the pass's warnings
+    (wattbatch warns at each submission; a pass that reads none of it would stay silent): the
+    ``pal`` profile must be readable."""
+    if policy_name != "pal":
+        return []
+    from ..errors import ConfigError, WattError
+    from ..policy.pal.predict import profile_of
+    from ..policy.pal.settings import parse_settings
+
+    late = "; until it is fixed, wattbatch under policy pal submits each job unchanged"
+    try:
+        profile_of(settings, parse_settings(settings))
+    except ConfigError as exc:
+        key = f"pal.{exc.key}"
+        return [str(ConfigError(cfg.source(key), key, exc.value, exc.fix + late))]
+    except WattError as exc:
+        return [f"{exc}{late}"]
+    return []
+
+
 @click.command("reconcile")
-@click.option("--dry-run", is_flag=True, help="Decide and journal, but change nothing in Slurm.")
+@click.option("--dry-run", is_flag=True,
+              help="Decide and journal, but change nothing in Slurm. The state directory must "
+                   "exist: a dry run creates none (a mistyped --state-dir is an error).")
 @click.option("--json", "as_json", is_flag=True, help="Print the pass as one JSON object.")
 @click.option("--policy", "policy_name", default=None, help="Override policy.name of the site.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Override reconcile.state_dir (journal, lock, history).")
+              help="Override reconcile.state_dir (journal, lock, history); a pass that is no "
+                   "dry run creates it.")
 def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: str | None) -> None:
     """Read Slurm and InfluxDB, let the site policy decide, and act.
 
@@ -41,12 +65,25 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     before and after each Slurm step; a pass finishes what a crashed pass left half done.
     """
     from .. import live
+    from ..errors import ConfigError, StateError
 
     cfg = site_config.load()
     name = policy_name or cfg["policy.name"]
-    policy = get_policy(name, source=cfg.source("policy.name") if not policy_name else "--policy")
+    try:
+        policy = get_policy(name, source=cfg.source("policy.name") if not policy_name
+                            else "wattctl reconcile")
+    except ConfigError as exc:
+        raise ConfigError(exc.source, "--policy" if policy_name else "policy.name", name,
+                          exc.fix) from None
     state = Path(state_dir or cfg["reconcile.state_dir"])
+    if dry_run and not state.is_dir():
+        given = f"--state-dir {state}" if state_dir else \
+            f"reconcile.state_dir = {str(state)!r} ({cfg.source('reconcile.state_dir')})"
+        raise StateError(f"reconcile: {given}: no such directory; a dry run creates none: fix "
+                         f"the path, or create it (mkdir -p {state}), or run one pass without "
+                         "--dry-run")
     holder: dict = {}
+    settings = site_config.policy_settings(cfg, policy.name)
 
     def snap():
         cluster = live.snapshot(cfg)
@@ -61,10 +98,12 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
         readings=lambda: live.readings(cfg, holder.get("cluster")),
         actuator=live.SlurmActuator(cfg),
         state_dir=state,
-        settings=site_config.policy_settings(cfg, policy.name),
+        settings=settings,
         dry_run=dry_run,
         max_actions=cfg["reconcile.max_actions"],
     )
+    if result.ran:
+        result.warnings.extend(_settings_warnings(cfg, policy.name, settings))
     data = {"policy": policy.name, "state_dir": str(state), **result.as_dict()}
     if result.ran and result.outcomes and not dry_run:
         _record_actions(cfg, data["actions"], result.warnings)

@@ -71,13 +71,16 @@ def _when(t_s: float) -> str:
               help="Instead: the batch-size history of jobs in the period (ones): each advice "
                    "reconcile wrote and each batch change a job reported.")
 @click.option("--job", "job_id", default=None, help="With --batches: only this job.")
-def report(by: str, since: str, until: str, cluster_name: str | None, default_app: str,
-           zone: str | None, as_json: bool, plot_file: Path | None, batches: bool,
-           job_id: str | None) -> None:
+@click.pass_context
+def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: str | None,
+           default_app: str, zone: str | None, as_json: bool, plot_file: Path | None,
+           batches: bool, job_id: str | None) -> None:
     """GPU energy (kWh), carbon (kgCO2eq), GPU-hours and the share of GPU time spent on a
     shared GPU, per job, user, account or partition, from the job_energy records of jobs that
     ended in the period; and what the same jobs would have used on exclusive GPUs
-    (calibrated physics by job class), so that the saving of sharing shows."""
+    (calibrated physics by job class), so that the saving of sharing shows.
+
+    With --batches only --since, --until, --job and --json apply; --job needs --batches."""
     from ..config import load
     from ..errors import InputError
     from ..physics import job_class
@@ -86,6 +89,18 @@ def report(by: str, since: str, until: str, cluster_name: str | None, default_ap
     from ..report.records import read_intensity, read_records
     from ..telemetry.influx import InfluxClient
 
+    if job_id is not None and not batches:
+        raise click.UsageError("--job applies to --batches only (the batch-size history of one "
+                               "job); add --batches, or use --by job for energy per job")
+    if batches:
+        given = [f"--{name.replace('_', '-')}" for name, option in
+                 (("by", "by"), ("cluster", "cluster_name"), ("default_app", "default_app"),
+                  ("zone", "zone"), ("plot", "plot_file"))
+                 if ctx.get_parameter_source(option) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not with --batches (the batch-size "
+                                   "history takes --since, --until, --job, --json); leave "
+                                   f"{'it' if len(given) == 1 else 'them'} out")
     now = time.time()
     since_s, until_s = parse_time_s(since, now, "--since"), parse_time_s(until, now, "--until")
     if since_s >= until_s:

@@ -132,7 +132,8 @@ def _check_plot(path: Path) -> None:
               help="Cluster TOML ([cluster] nodes, gpus_per_node, gpu_type, shards_per_gpu, "
                    "node_base_power_w, backfill_depth, bf_interval_s, sched_interval_s, "
                    "time_limit_rule, time_limit_factor_max, reconcile_interval_s, suspend_time_s, "
-                   "resume_delay_s, suspended_power_w; see docs/simulator.md); not with "
+                   "resume_delay_s, suspended_power_w, restart_cost_s, nodes_per_switch, "
+                   "deferrable_share, slack_s; see docs/simulator.md); not with "
                    "--nodes/--gpus-per-node/--gpu-type.")
 @click.option("--policy", default=None, help="Policy name (see `wattctl policies`).")
 @click.option("--compare", default=None,
@@ -341,7 +342,8 @@ def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
     click.echo(table)
     left = len(sweep.cells) - len(lines)
     click.echo(f"sweep: {len(lines)}/{len(sweep.cells)} cells in {sweep.output / 'results.jsonl'}"
-               + (f"; {left} left (run again to resume)" if left else ""), err=True)
+               + (f"; {len(errors)} failed (below): fix the cause, then run again" if errors
+                  else f"; {left} left (run again to resume)" if left else ""), err=True)
     for e in errors:
         click.echo(f"sweep: {e}", err=True)
     if errors:

@@ -65,12 +65,24 @@ def shardable(request: JobRequest, gpu_model_ok: bool = True) -> bool:
             and "share" not in request.opt_out and gpu_model_ok)
 
 
+def not_shared_why(policy: str, request: JobRequest) -> str:
+    """Why ``shardable`` said no, for a job's explanation."""
+    if request.total_gpus != 1:
+        return f"{policy}: multi-GPU job, exclusive GPUs"
+    if request.allow_share is False or "share" in request.opt_out:
+        return f"{policy}: the job opted out of sharing, exclusive GPU"
+    if not request.app:
+        return (f"{policy}: job class unknown (no --wb-app), so not packed with others; "
+                "exclusive GPU")
+    return f"{policy}: not shareable, exclusive GPU"
+
+
 class FifoPacked:
     name = "fifo-packed"
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         if not shardable(request):
-            return plain_placement(self.name, request, "fifo-packed: multi-GPU job, exclusive GPUs")
+            return plain_placement(self.name, request, not_shared_why(self.name, request))
         if has_backlog(ctx):
             return queued_shard(self.name, request, ctx,
                                 "fifo-packed: jobs are waiting; Slurm gives it the first GPU with room")

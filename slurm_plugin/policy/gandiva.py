@@ -12,8 +12,8 @@ from __future__ import annotations
 from ..model import Action, JobRequest, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
-from .fifo_packed import (has_backlog, queued_shard, resident_apps, shard_placement, shardable,
-                          shareable_gpus)
+from .fifo_packed import (has_backlog, not_shared_why, queued_shard, resident_apps,
+                          shard_placement, shardable, shareable_gpus)
 
 QUEUE_THRESHOLD = 8
 MAX_JOBS_PER_GPU = 2
@@ -50,7 +50,7 @@ class Gandiva:
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         if not shardable(request):
-            return plain_placement(self.name, request, "gandiva: multi-GPU job, exclusive GPUs")
+            return plain_placement(self.name, request, not_shared_why(self.name, request))
         if has_backlog(ctx):
             return queued_shard(self.name, request, ctx,
                                 "gandiva: jobs are waiting; packed by Slurm onto the first GPU with room")

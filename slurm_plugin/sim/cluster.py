@@ -31,6 +31,7 @@ a production cluster's slurm.conf values go in the cluster file.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -120,33 +121,41 @@ def read_table(p: Path, name: str) -> dict:
 def load_cluster(path: str | Path) -> ClusterSpec:
     """Read ``[cluster]`` from a TOML file; errors name the file, key and value."""
     p = Path(path)
-    body = read_table(p, "cluster")
+    return check_cluster(str(p), read_table(p, "cluster"))
+
+
+def check_cluster(source: str, body: dict[str, Any], table: str = "cluster") -> ClusterSpec:
+    """The spec of one ``[cluster]`` table (a cluster file's, or a sweep's ``[[sweep.clusters]]``
+    with ``table="sweep.clusters"``); errors name ``source``, the key and the value."""
     known = {f.name: f for f in fields(ClusterSpec)}
     values: dict[str, Any] = {}
     for key, raw in body.items():
         if key not in known:
-            raise ConfigError(str(p), f"cluster.{key}", raw,
+            raise ConfigError(source, f"{table}.{key}", raw,
                               f"unknown key; valid keys: {', '.join(known)}")
         if key in ("gpu_type", "time_limit_rule"):
             if not isinstance(raw, str):
-                raise ConfigError(str(p), f"cluster.{key}", raw, "expected a string")
+                raise ConfigError(source, f"{table}.{key}", raw, "expected a string")
             if key == "time_limit_rule" and raw not in RULES:
-                raise ConfigError(str(p), f"cluster.{key}", raw, f"choose one of: {', '.join(RULES)}")
+                raise ConfigError(source, f"{table}.{key}", raw,
+                                  f"choose one of: {', '.join(RULES)}")
             values[key] = raw
             continue
         want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth",
                            "nodes_per_switch")
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (want_int and not isinstance(raw, int)):
-            raise ConfigError(str(p), f"cluster.{key}", raw,
+            raise ConfigError(source, f"{table}.{key}", raw,
                               f"expected {'an integer' if want_int else 'a number'}")
+        if not math.isfinite(raw):      # nan passes every comparison below
+            raise ConfigError(source, f"{table}.{key}", raw, "must be a finite number")
         if raw < _MIN[key]:
-            raise ConfigError(str(p), f"cluster.{key}", raw, f"must be at least {_MIN[key]}")
+            raise ConfigError(source, f"{table}.{key}", raw, f"must be at least {_MIN[key]}")
         if key in _MAX and raw > _MAX[key]:
-            raise ConfigError(str(p), f"cluster.{key}", raw, f"must be at most {_MAX[key]}")
+            raise ConfigError(source, f"{table}.{key}", raw, f"must be at most {_MAX[key]}")
         values[key] = raw if want_int else float(raw)
     spec = ClusterSpec(**values)
     try:
         spec.resolved()
     except ConfigError as exc:
-        raise ConfigError(str(p), "cluster.gpu_type", spec.gpu_type, exc.fix) from None
+        raise ConfigError(source, f"{table}.gpu_type", spec.gpu_type, exc.fix) from None
     return spec

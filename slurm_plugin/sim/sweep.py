@@ -24,7 +24,10 @@ options = ["--time=01:00:00"]    # more sbatch options
 max_parallel = 16                # array throttle (%N)
 ```
 
-A cell is one (trace, cluster, policy, class mix, zone, seed). Its result is a file
+Every value of the grid is checked before any cell runs (the checks of a single ``wattctl
+simulate``: cluster keys as ``--cluster``, policies, class mixes, zones with a built-in carbon
+series, traces readable and no job larger than a cluster); an error names the file, the key and
+the value. A cell is one (trace, cluster, policy, class mix, zone, seed). Its result is a file
 ``cells/<index>-<key>.json`` (the key: a hash of the cell's parameters), so a rerun skips the
 cells already done and a changed grid never mixes old results in.
 """
@@ -35,12 +38,13 @@ import hashlib
 import itertools
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .cluster import ClusterSpec, read_table
+from ..errors import ConfigError, InputError
+from .cluster import ClusterSpec, check_cluster, read_table
+from .trace import FORMATS
 
 BACKENDS = ("local", "slurm")
 SUMMARY_FIELDS = ("energy_kwh", "avg_jct_s", "avg_queue_s", "gpu_alloc_of_powered",
@@ -112,18 +116,12 @@ def load_sweep(path: str | Path) -> Sweep:
         lists[key] = value
     lists["traces"] = [str((p.parent / t).resolve()) if t else "" for t in lists["traces"]]
     clusters = body.get("clusters", [{}])
-    valid = {f.name for f in fields(ClusterSpec)}
     if not isinstance(clusters, list) or not clusters or not all(isinstance(c, dict) for c in clusters):
         raise _fail(p, "clusters", clusters, "expected [[sweep.clusters]] tables")
-    for c in clusters:
-        for key in c:
-            if key not in valid:
-                raise _fail(p, f"clusters.{key}", c[key],
-                            f"unknown cluster key; valid keys: {', '.join(sorted(valid))}")
-        try:
-            ClusterSpec(**c).resolved()
-        except (TypeError, ConfigError) as exc:
-            raise _fail(p, "clusters", c, str(exc)) from None
+    specs = [check_cluster(str(p), c, "sweep.clusters") for c in clusters]
+    trace_format = body.get("trace_format", "philly")
+    if trace_format not in FORMATS:
+        raise _fail(p, "trace_format", trace_format, f"choose one of: {', '.join(FORMATS)}")
     backend = body.get("backend", "local")
     if backend not in BACKENDS:
         raise _fail(p, "backend", backend, f"choose one of: {', '.join(BACKENDS)}")
@@ -136,20 +134,60 @@ def load_sweep(path: str | Path) -> Sweep:
     options = slurm.get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise _fail(p, "slurm.options", options, "expected a list of sbatch options")
-    for key in ("workers", "limit_jobs"):
-        v = body.get(key)
+    for key, v in (("workers", body.get("workers")), ("limit_jobs", body.get("limit_jobs")),
+                   ("slurm.max_parallel", slurm.get("max_parallel"))):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise _fail(p, key, v, "expected a whole number of at least 1")
+    _check_grid(p, lists, specs, trace_format, body.get("limit_jobs"))
     grid = itertools.product(lists["traces"], clusters, lists["policies"], lists["class_mixes"],
                              lists["zones"], lists["seeds"])
     cells = tuple(Cell(i, t, dict(c), pol, mix, zone, seed)
                   for i, (t, c, pol, mix, zone, seed) in enumerate(grid))
     out = Path(body.get("output", f"{p.stem}-out"))
     return Sweep(path=p, output=out if out.is_absolute() else p.parent / out, cells=cells,
-                 trace_format=body.get("trace_format", "philly"),
+                 trace_format=trace_format,
                  limit_jobs=body.get("limit_jobs"), backend=backend, workers=body.get("workers"),
                  submit=submit, sbatch_options=tuple(options),
                  max_parallel=slurm.get("max_parallel"))
+
+
+def _check_grid(p: Path, lists: dict[str, list], specs: list[ClusterSpec], trace_format: str,
+                limit_jobs: int | None) -> None:
+    """Every value of the grid, with the checks a single ``wattctl simulate`` makes, before any
+    cell runs: a bad value fails the whole sweep at once, not each of its cells."""
+    from ..physics.classes import class_mix
+    from ..policy import get_policy
+    from .carbon import load_carbon
+    from .run import Inputs, default_trace, load_jobs
+
+    for name in lists["policies"]:
+        try:
+            get_policy(name)
+        except ConfigError as exc:
+            raise _fail(p, "policies", name, exc.fix) from None
+    for mix in lists["class_mixes"]:
+        try:
+            class_mix(mix)
+        except InputError as exc:
+            raise _fail(p, "class_mixes", mix, str(exc)) from None
+    for zone in lists["zones"]:
+        try:
+            load_carbon(None, zone, 0.0)       # a cell runs on the zone's built-in series
+        except InputError as exc:
+            raise _fail(p, "zones", zone, str(exc).replace("; or give --carbon FILE", "")) \
+                from None
+    for trace in lists["traces"]:
+        for i, spec in enumerate(specs):
+            try:
+                load_jobs(Inputs(trace=Path(trace) if trace else default_trace(),
+                                 trace_format=trace_format, spec=spec, zone="",
+                                 limit_jobs=limit_jobs))
+            except InputError as exc:
+                where = f" (on [[sweep.clusters]] number {i + 1})" if len(specs) > 1 else ""
+                why = str(exc).replace("use a larger --nodes or --limit-jobs",
+                                       "use a larger cluster in [[sweep.clusters]] or a "
+                                       "smaller limit_jobs")
+                raise _fail(p, "traces", trace or "(built-in)", f"{why}{where}") from None
 
 
 def cell_line(cell: Cell, result: dict[str, Any]) -> dict[str, Any]:

@@ -113,3 +113,44 @@ def test_an_array_counts_as_running_only_for_a_missing_cell(tmp_path, monkeypatc
     monkeypatch.setattr(sweep_run.proc, "run", fake_run)
     assert sweep_run.array_running(sweep) == want
     assert seen[0][:5] == ["squeue", "-h", "-r", "-j", "77"]
+
+
+@pytest.mark.parametrize("lines, key, needle", [
+    ('zones = ["ATLANTIS"]', "sweep.zones = 'ATLANTIS'", "built-in zones: "),
+    ('class_mixes = ["foo"]', "sweep.class_mixes = 'foo'", "not a known job class"),
+    ('traces = ["nonexistent.csv"]', "sweep.traces = ", "cannot read"),
+    ('trace_format = "csv"', "sweep.trace_format = 'csv'", "choose one of: philly"),
+    ('policies = ["nosuch"]', "sweep.policies = 'nosuch'", "choose one of: "),
+    ('[[sweep.clusters]]\nnodes = -4', "sweep.clusters.nodes = -4", "at least 1"),
+    ('[[sweep.clusters]]\nnode_base_power_w = nan', "sweep.clusters.node_base_power_w = nan",
+     "must be a finite number"),
+    ('[[sweep.clusters]]\nnodes = 1\ngpus_per_node = 1', "sweep.traces = '(built-in)'",
+     "larger than the cluster"),
+    ('[sweep.slurm]\nmax_parallel = 0', "sweep.slurm.max_parallel = 0", "at least 1"),
+])
+def test_the_whole_grid_is_checked_before_any_cell_runs(tmp_path, lines, key, needle):
+    # these failed only inside each cell, and the sweep said "run again to resume"
+    path = _write(tmp_path, f'[sweep]\noutput = "out"\nlimit_jobs = 10\n{lines}\n')
+    with pytest.raises(ConfigError) as exc:
+        load_sweep(path)
+    assert f"{path}: {key}" in str(exc.value) and needle in str(exc.value)
+    res = CliRunner().invoke(group, ["simulate", "--sweep", str(path)])
+    assert isinstance(res.exception, ConfigError) and not (tmp_path / "out").exists()
+
+
+def test_a_sweep_with_a_failed_cell_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """Through ``wattctl``'s own entry point (click's ``Exit`` is only a return value there)."""
+    import sys
+
+    from slurm_plugin import cli
+    from slurm_plugin.sim import sweep_run
+
+    path = _write(tmp_path, '[sweep]\noutput = "out"\nlimit_jobs = 5\nworkers = 1\n')
+    monkeypatch.setattr(sweep_run, "_cell_argv", lambda sweep, i: [sys.executable, "-c",
+                                                                    "raise SystemExit(3)"])
+    monkeypatch.setattr(sys, "argv", ["wattctl", "simulate", "--sweep", str(path)])
+    with pytest.raises(SystemExit) as out:
+        cli.main()
+    assert out.value.code not in (0, None)
+    err = capsys.readouterr().err
+    assert "cell 0: command failed (exit 3)" in err and "1 failed (below)" in err

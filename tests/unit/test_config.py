@@ -78,3 +78,20 @@ def test_entries_of_deleted_files_are_dropped(tmp_path, cache_dir):
     config.load(other, environ={})
     names = os.listdir(cache_dir)
     assert any("other.toml" in n for n in names) and not any("site.toml" in n for n in names)
+
+
+@pytest.mark.parametrize("line, key", [("[eaco]\nalpha = nan", "eaco.alpha"),
+                                       ("[influx]\ntimeout_s = nan", "influx.timeout_s"),
+                                       ("[greenflow]\nbudget_kg_per_day = -nan",
+                                        "greenflow.budget_kg_per_day"),
+                                       ("[eaco]\nmax_slowdown = inf", "eaco.max_slowdown")])
+def test_nan_and_inf_are_no_number_in_range(tmp_path, line, key):
+    # every comparison with NaN is false: a range check alone let nan through
+    with pytest.raises(ConfigError, match="must be a finite number") as err:
+        config.load(site(tmp_path, line + "\n"), environ={})
+    msg = str(err.value)
+    assert "site.toml" in msg and f"{key} = " in msg and ("nan" in msg or "inf" in msg)
+    name = config.env_name(key)
+    for text in ("nan", "NaN", "inf", "-inf"):
+        with pytest.raises(ConfigError, match=rf"\${name}: {key} = '{text}': must be a finite"):
+            config.load(os.devnull, environ={name: text})

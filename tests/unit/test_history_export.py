@@ -40,3 +40,16 @@ def test_runs_exactly_the_export_command(tmp_path, monkeypatch):
     assert argv_file.read_text().split("\n")[:-1] == EXACT + ["-S", "now-30days", "-E",
                                                               "2026-11-01"]
     assert out.read_text() == "JobIDRaw|JobName\n1|a|b\n"
+
+
+def test_a_bad_time_is_refused_before_sacct_runs(tmp_path, monkeypatch):
+    from slurm_plugin.errors import InputError
+
+    bin_dir, argv_file = _fake_sacct(tmp_path)
+    monkeypatch.setenv("WATTBATCH_SLURM_BIN_DIR", str(bin_dir))
+    monkeypatch.setenv("WATTBATCH_SITE_CONFIG", os.devnull)
+    for option, value in (("--since", "garbage"), ("--until", "2026-13-01")):
+        r = CliRunner().invoke(wattctl, ["history", "export", option, value])
+        assert isinstance(r.exception, InputError) and not argv_file.exists()
+        assert f"history export: {option} = {value!r}: not a Slurm time; use one of " \
+            in str(r.exception)

@@ -124,7 +124,8 @@ def test_pal_reads_the_site_profile_file_keyed_by_node_and_index(tmp_path):
 
 @pytest.mark.parametrize("key,value", [("locality_penalty_a", 0.5), ("locality_penalty_d", "x"),
                                        ("default_class", "Z"), ("order_queue", "yes"),
-                                       ("slowdown_tolerance", -1), ("profile", 3)])
+                                       ("size_tiers", 1), ("slowdown_tolerance", -1),
+                                       ("profile", 3)])
 def test_bad_settings_name_pal_the_key_and_the_value(key, value):
     with pytest.raises(ConfigError) as exc:
         parse_settings(MappingProxyType({key: value}))
@@ -144,6 +145,21 @@ def test_queue_tiers_follow_sensitivity_and_vanish_without_a_profile():
     tiers = {app: pal.advise(JobRequest(gpus=1, app=app), Context(
         cluster=cluster, settings=MappingProxyType({"profile_factors": f}))).nice
         for app in ("resnet18", "transformer")}
-    assert tiers == {"resnet18": 0, "transformer": 2}      # A most sensitive, then D, then B/C
+    from slurm_plugin.policy.queue import MAX_TIER, queue_tier
+    step = MAX_TIER + 1         # the size tiers within a class's
+    assert tiers == {"resnet18": 0, "transformer": 2 * step}  # A most sensitive, then D, B/C
     none = pal.advise(JobRequest(gpus=1, app="transformer"), Context(cluster=cluster))
     assert none.nice == 0
+    # within a class, the smaller GPU-time asked first; the class's rank comes first
+    ctx = Context(cluster=cluster, settings=MappingProxyType({"profile_factors": f}))
+    big = JobRequest(gpus=2, app="transformer", time_limit_s=24 * 3600.0)
+    small_a = JobRequest(gpus=1, app="resnet18", time_limit_s=1800.0)
+    big_a = JobRequest(gpus=2, app="resnet18", time_limit_s=24 * 3600.0)
+    assert pal.advise(big, ctx).nice == 2 * step + queue_tier(2 * 24 * 3600.0) == 2 * step + 6
+    assert pal.advise(small_a, ctx).nice == 0 < pal.advise(big_a, ctx).nice == 6 < 2 * step
+    off = Context(cluster=cluster, settings=MappingProxyType({"profile_factors": f,
+                                                             "size_tiers": False}))
+    assert pal.advise(big, off).nice == 2 * step and pal.advise(big_a, off).nice == 0
+    neither = Context(cluster=cluster, settings=MappingProxyType(
+        {"profile_factors": f, "size_tiers": False, "order_queue": False}))
+    assert pal.advise(big, neither).nice is None

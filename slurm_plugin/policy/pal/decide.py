@@ -7,7 +7,8 @@ on the node), then node order. A job over several nodes: PM-First, the nodes who
 the lowest slowdown (ties: best fit), its class's locality penalty in the prediction. GPUs the
 profile does not name count as median (1.0). No node with room now: Slurm places the job in its
 turn, as without wattbatch. The queue: the class most sensitive to variability first
-(``Placement.nice``; ``order_queue``). Never moves a running job: reconcile does nothing.
+(``Placement.nice``; ``order_queue``), and within a class the smaller GPU-time asked first
+(``size_tiers``). Never moves a running job: reconcile does nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from ...model import Action, Cluster, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
+from ..queue import MAX_TIER, queue_tier
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
@@ -83,7 +85,7 @@ class Pal:
         prof = profile_of(ctx.settings, s)
         cls = job_pal_class(request, s)
         ci = CLASS_INDEX[cls]
-        nice = prof.rank(cls) if s.order_queue else None
+        nice = _tier(request, prof.rank(cls), s)
         n = request.num_nodes
         if ctx.cluster.pending_at_least(1) > 0:
             # jobs are waiting: this one waits its turn too, and a pin to GPUs free now would
@@ -130,6 +132,16 @@ class Pal:
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return ()
+
+
+def _tier(request: JobRequest, rank: int, s: PalSettings) -> int | None:
+    """The job's queue tier: its class's rank (the most variability-sensitive class first, as
+    PAL orders its queue), and within it the GPU-time it asks for (``queue.queue_tier`` of its
+    time limit x GPUs: smaller first); None with both orders off (Slurm's own)."""
+    if not (s.order_queue or s.size_tiers):
+        return None
+    size = queue_tier((request.time_limit_s or 0.0) * request.total_gpus) if s.size_tiers else 0
+    return (rank if s.order_queue else 0) * (MAX_TIER + 1) + size
 
 
 def _label(labels, node: str, idx: int, ci: int) -> str:

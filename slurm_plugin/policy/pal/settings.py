@@ -7,6 +7,8 @@ B 1.0, C 1.0, D 1.10). ``default_class``: the PAL class of a job whose workload 
 ``slowdown_tolerance``: the threshold, as a share above the lowest slowdown some free GPU set
 offers now: sets under it count as equal and go to the best fit (default 0.02).
 ``order_queue``: whether the most variability-sensitive class goes first in the queue.
+``size_tiers``: whether, within that order, a job asking less GPU-time (time limit x GPUs)
+goes first (the queue tiers of ``policy/queue.queue_tier``).
 ``profile_max_age_days``: rows measured longer ago are stale (said in the explanation; 0 never).
 The simulator hands in ``profile_factors`` (the factors it applies, keyed by node and GPU index)
 in place of a file. A malformed value raises ``ConfigError`` naming ``pal``, the key and the
@@ -33,6 +35,7 @@ class PalSettings:
     locality_penalty: tuple[tuple[str, float], ...] = tuple(LOCALITY_PENALTY.items())
     default_class: str = "A"
     order_queue: bool = True
+    size_tiers: bool = True
     tolerance: float = 0.02
     max_age_days: float = 30.0
 
@@ -93,9 +96,10 @@ def _parse(values: Mapping[str, Any]) -> PalSettings:
             raise ConfigError(SOURCE, "profile_max_age_days", age, "give the age in days after "
                               "which a profile row is stale, a number from 0 (never) to 36500")
         kw["max_age_days"] = float(age)
-    oq = values.get("order_queue")
-    if oq is not None:
-        if not isinstance(oq, bool):
-            raise ConfigError(SOURCE, "order_queue", oq, "give true or false")
-        kw["order_queue"] = oq
+    for key in ("order_queue", "size_tiers"):
+        flag = values.get(key)
+        if flag is not None:
+            if not isinstance(flag, bool):
+                raise ConfigError(SOURCE, key, flag, "give true or false")
+            kw[key] = flag
     return PalSettings(**kw)

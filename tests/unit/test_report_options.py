@@ -1,0 +1,36 @@
+"""`wattctl report`: options that do not apply together are a usage error, not ignored."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from slurm_plugin.cli import group as wattctl
+
+
+@pytest.fixture(autouse=True)
+def no_influx(monkeypatch, tmp_path):
+    monkeypatch.setenv("WATTBATCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WATTBATCH_SITE_CONFIG", os.devnull)
+    monkeypatch.setenv("WATTBATCH_INFLUX_URL", "http://127.0.0.1:9")    # nothing listens
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--job", "5"], "--job applies to --batches only"),
+    (["--batches", "--by", "job"], "--by: not with --batches"),
+    (["--batches", "--by", "user"], "--by: not with --batches"),
+    (["--batches", "--job", "5", "--cluster", "all", "--plot", "x.png"],
+     "--cluster, --plot: not with --batches"),
+])
+def test_options_that_would_be_ignored_are_a_usage_error(args, needle):
+    r = CliRunner().invoke(wattctl, ["report", *args])
+    assert r.exit_code == 2 and needle in r.output and "influx" not in r.output
+
+
+def test_batches_with_its_own_options_goes_on_to_influxdb():
+    from slurm_plugin.errors import TelemetryError
+    r = CliRunner().invoke(wattctl, ["report", "--batches", "--job", "5", "--since", "now-1days",
+                                     "--json"])
+    assert isinstance(r.exception, TelemetryError)
