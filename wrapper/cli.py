@@ -7,6 +7,11 @@ job is submitted unchanged and exactly one ``wattbatch: warning:`` line goes to 
 bad wattbatch setting from the environment or a ``#WATTBATCH`` line. Exit 255 (sbatch's code for
 a bad option): a bad ``--wb-*`` option on the command line (nothing submitted). Which sbatch runs:
 ``real_sbatch``; how the script reaches it: ``script_io``.
+
+A dry run (``--wb-dry-run`` or ``--wb-json``, from any of the three sources) never runs sbatch
+to submit: a bad setting elsewhere prints the job as it would go in unchanged; arguments sbatch
+would reject (an unknown option, a script that cannot be read) and a dry-run value that cannot
+be read are an error, exit 255. Outside a dry run sbatch reports its own syntax errors.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from slurm_plugin.record import record
 from . import real_sbatch, script_io
 from .sbatch_args import WRAP_SCRIPT, CommandLine, parse_command_line, parse_script
 from .script_io import Script
-from .wb_options import WbOptionError, help_text, resolve, takes_value
+from .wb_options import WbOptionError, dry_run_wanted, help_text, resolve, takes_value
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
@@ -108,38 +113,67 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
         early = resolve(cmd.wb_words, [], io.environ)
     except WbOptionError:
         early = cli_wb                  # said once the script is read (it may be --wb-off)
-    if early.off or cmd.error or info or cmd.hetjob:
-        return _sbatch(Submission(plain), None, io)
+    try:
+        dry, _ = dry_run_wanted(cmd.wb_words, [], io.environ)
+    except WbOptionError as exc:
+        return _dry_run_unreadable(exc, io)
+    if info or ((early.off or cmd.error or cmd.hetjob) and not dry):
+        return _sbatch(Submission(plain), None, io)     # --usage: sbatch submits nothing
+    if cmd.error:
+        return _dry_run_error(dry, f"sbatch would reject the command line: {cmd.error}",
+                              "fix or remove that option", io)
     wrap = next((u.value for u in reversed(cmd.uses) if u.opt.field == "wrap"), None)
     if wrap is not None and cmd.script is not None:
+        if dry:
+            return _dry_run_error(dry, f"--wrap and a script ({cmd.script!r}) given together",
+                                  "give one of them", io)
         return _sbatch(Submission(plain), None, io)     # sbatch says why
     try:
         script = _read_script(cmd, wrap, io)
-    except OSError:
+    except OSError as exc:
+        if dry:
+            return _dry_run_error(dry, f"cannot read the script {cmd.script or '-'!r} "
+                                  f"({exc.strerror or exc})", "check its path", io)
         return _sbatch(Submission(plain), None, io)     # sbatch: "Unable to open file"
     raw = script.data
     text = raw.decode("utf-8", "surrogateescape")
     header = parse_script(text)
+    try:
+        dry, dry_json = dry_run_wanted(cmd.wb_words, header.wb_lines, io.environ)
+    except WbOptionError as exc:
+        return _dry_run_unreadable(exc, io)
+    if header.error and dry:
+        where = f"{cmd.script} " if cmd.script else "the script's "
+        return _dry_run_error(dry, f"sbatch would reject {where}{header.error}",
+                              "fix or remove that #SBATCH option", io)
     if header.error:
         return _sbatch(_unchanged(cmd, plain, script, wrap), None, io)
     try:
         wb = resolve(cmd.wb_words, header.wb_lines, io.environ)
     except WbOptionError as exc:        # from the environment or a #WATTBATCH line: never blocks
-        return _fail_open(exc, cmd, plain, script, wrap, cli_wb, io)
-    if wb.off:
+        return _fail_open(exc, cmd, plain, script, wrap, cli_wb, io, dry=(dry, dry_json))
+    bypass = ("heterogeneous job: wattbatch leaves it to sbatch" if cmd.hetjob else
+              f"--wb-off ({wb.sources.get('off', 'command line')})" if wb.off else "")
+    if bypass and dry:
+        return _print_unchanged_dry_run(bypass, raw, io, wb.json)
+    if bypass:
         return _sbatch(_unchanged(cmd, plain, script, wrap), None, io)
-    _say_dry_run_source(wb, io)
     now_s = time.time() if now_s is None else now_s
     from .decide import decide  # the policy path, imported only when it runs
     try:
         outcome = decide(cmd, header, text, wb, io.environ, providers, now_s)
-    except WbOptionError as exc:        # a value the cluster cannot hold (--wb-elastic)
-        if cli_wb.elastic is not None and cli_wb.elastic == wb.elastic:
+    except WbOptionError as exc:        # a value the site or cluster cannot take (policy, elastic)
+        where = wb.sources.get(exc.key, "")
+        if where == "command line":
             io.err.write(f"wattbatch: command line: {exc}\n")
             return EXIT_WB_USAGE
-        return _fail_open(exc, cmd, plain, script, wrap, wb, io)
+        return _fail_open(WbOptionError(f"{where}: {exc}" if where else str(exc)),
+                          cmd, plain, script, wrap, wb, io)
     except Exception as exc:                                    # noqa: BLE001 - fail-open
         return _fail_open(exc, cmd, plain, script, wrap, wb, io)
+    for warning in outcome.warnings:
+        io.err.write(f"wattbatch: warning: {warning}\n")
+    _say_dry_run_source(wb, io)     # after the decision: a fall-back's warning says it instead
     if outcome.cfg is not None and outcome.unchanged_reason:
         if wb.dry_run:
             return _print_dry_run(outcome, text, io, wb.json)
@@ -161,6 +195,19 @@ def _say_dry_run_source(wb: Any, io: Io) -> None:
     if wb.dry_run and where.startswith("$"):
         io.err.write(f"wattbatch: note: {where} is set: dry run, nothing submitted "
                      f"(unset it to submit)\n")
+
+
+def _dry_run_unreadable(exc: WbOptionError, io: Io) -> int:
+    """A dry-run value that says neither yes nor no: a dry run may have been meant."""
+    reason = str(exc).removeprefix("wattbatch: ")
+    io.err.write(f"wattbatch: error: {reason}; it may ask for a dry run, so nothing was "
+                 "submitted (fix or remove it)\n")
+    return EXIT_WB_USAGE
+
+
+def _dry_run_error(dry: str, what: str, fix: str, io: Io) -> int:
+    io.err.write(f"wattbatch: error: dry run ({dry}): {what}; nothing submitted ({fix})\n")
+    return EXIT_WB_USAGE
 
 
 def _read_script(cmd: CommandLine, wrap: str | None, io: Io) -> Script:
@@ -212,7 +259,8 @@ def _changed(cmd: CommandLine, argv: list[str], outcome: Any, script: Script) ->
 
 
 def _fail_open(exc: BaseException, cmd: CommandLine, plain: list[str], script: Script,
-               wrap: str | None, wb: Any, io: Io) -> int:
+               wrap: str | None, wb: Any, io: Io, dry: tuple[str, bool] | None = None) -> int:
+    """``dry``: (where a dry run was asked for, as JSON) when ``wb`` may not know all of it."""
     from slurm_plugin.errors import ConfigError
     reason = " ".join(str(exc).split()) or type(exc).__name__
     reason = reason.removeprefix("wattbatch: ")
@@ -221,9 +269,13 @@ def _fail_open(exc: BaseException, cmd: CommandLine, plain: list[str], script: S
             exc, (ConfigError, WbOptionError)):
         io.err.write(f"wattbatch: error: {reason} (policy.fail_open is off: nothing submitted)\n")
         return 1
+    where, as_json = dry or ((wb.sources.get("json") or wb.sources.get("dry_run")
+                              or "command line") if wb.dry_run else "", wb.json)
+    if where:
+        io.err.write(f"wattbatch: warning: {reason}; dry run ({where}): the job would be "
+                     "submitted unchanged, nothing submitted\n")
+        return _print_unchanged_dry_run(reason, script.data, io, as_json)
     io.err.write(f"wattbatch: warning: {reason}; submitting the job unchanged\n")
-    if wb.dry_run:
-        return _print_unchanged_dry_run(reason, script.data, io, wb.json)
     return _sbatch(_unchanged(cmd, plain, script, wrap), cfg, io)
 
 
@@ -235,7 +287,7 @@ def _print_unchanged_dry_run(reason: str, raw: bytes, io: Io, as_json: bool) -> 
                "script": text.encode("utf-8", "replace").decode("utf-8")}
         io.out.write(json.dumps(doc, indent=2) + "\n")
         return 0
-    io.out.write(f"# wattbatch: submitted unchanged: {reason}\n{text}")
+    io.out.write(f"# wattbatch: would submit unchanged: {reason}\n{text}")
     if text and not text.endswith("\n"):
         io.out.write("\n")
     return 0

@@ -13,6 +13,7 @@ from _thread import get_ident
 from collections.abc import Mapping
 
 from slurm_plugin import config
+from slurm_plugin.errors import ConfigError
 from slurm_plugin.history import read_view
 from slurm_plugin.model import JobRequest, Placement
 from slurm_plugin.policy.base import Context
@@ -21,7 +22,7 @@ from slurm_plugin.record import field, record
 
 from . import translate
 from .render import is_shell_script, render, warm_templates
-from .request import build_request, gpu_ask, merge, min_nodes
+from .request import build_request, deadline_warning, gpu_ask, merge, min_nodes
 from .sbatch_args import CommandLine, ScriptHeader
 from .wb_options import WbOptionError, WbSettings
 
@@ -42,14 +43,14 @@ class Outcome:
     plan: translate.Plan | None = None
     args: list[str] = field(default_factory=list)
     unchanged_reason: str = ""
+    warnings: list[str] = field(default_factory=list)   # for stderr, one line each
     timings_ms: dict[str, float] = field(default_factory=dict)
     snapshot_age_s: float | None = None   # how old the Slurm snapshot was (None: not read)
 
     def explain_lines(self) -> list[str]:
-        if self.unchanged_reason:
-            return [f"submitted unchanged: {self.unchanged_reason}"]
-        lines = [f"policy {self.policy}"]
-        lines += list(self.placement.why if self.placement else ())
+        if self.unchanged_reason:           # only a dry run shows these: nothing went in
+            return [f"would submit unchanged: {self.unchanged_reason}"]
+        lines = [f"policy {self.policy}"] + self.why()
         lines += list(self.plan.notes if self.plan else ())
         lines.append("sbatch options added: " + (" ".join(self.args) or "(none)"))
         if self.plan and self.plan.template:
@@ -60,6 +61,13 @@ class Outcome:
             lines.append(f"Slurm snapshot taken {self.snapshot_age_s:.1f} s before the decision")
         return lines
 
+    def why(self) -> list[str]:
+        """The policy's reasons; marked as advice when its GPU choice was not applied."""
+        why = list(self.placement.why if self.placement else ())
+        if self.plan and self.plan.gpus_kept:
+            why = [f"advised (its GPU choice not applied, see below): {w}" for w in why]
+        return why
+
     def as_dict(self, script: str) -> dict[str, Any]:
         p = self.placement
         return {
@@ -68,7 +76,7 @@ class Outcome:
             "unchanged_reason": self.unchanged_reason or None,
             "request": _plain(self.request),
             "placement": _plain(p),
-            "why": list(p.why) if p else [],
+            "why": self.why(),
             "notes": list(self.plan.notes) if self.plan else [],
             "sbatch_args_added": list(self.args),
             "template": self.plan.template if self.plan else "",
@@ -155,7 +163,18 @@ def _check_elastic_range(lo: int, hi: int, cluster_gpus: int) -> None:
     it cannot hold is the user's error, said before anything is submitted."""
     if cluster_gpus and hi > cluster_gpus:
         raise WbOptionError(f"--wb-elastic={lo}-{hi}: the cluster has {cluster_gpus} GPUs; "
-                            f"give a MAX of at most {cluster_gpus}")
+                            f"give a MAX of at most {cluster_gpus}", key="elastic")
+
+
+def _policy(name: str, wb: WbSettings) -> Any:
+    """The policy named by ``--wb-policy`` (the user's error if unknown) or ``policy.name``."""
+    if not wb.policy:
+        return get_policy(name, source="policy.name")
+    try:
+        return get_policy(name, source="wattbatch --wb-policy")
+    except ConfigError as exc:
+        raise WbOptionError(f"--wb-policy={name!r}: unknown policy; {exc.fix} "
+                            "(see `wattctl policies`)", key="policy") from None
 
 
 def _settings(cfg: Any, name: str) -> dict[str, Any]:
@@ -188,7 +207,10 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
         out.unchanged_reason = f"sbatch will judge the value {exc}"
         return out
     out.request = request
-    policy = get_policy(name, source="wattbatch --wb-policy" if wb.policy else "policy.name")
+    late = deadline_warning(wb, request.time_limit_s, now_s)
+    if late:
+        out.warnings.append(late)
+    policy = _policy(name, wb)
     cluster = _Lazy(lambda: providers.snapshot(cfg))
     readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
     settings = _settings(cfg, name)

@@ -1,9 +1,19 @@
-"""Every option of sbatch 22.05, in one table.
+"""Every option of sbatch 22.05, 24.11 and 26.05, in one table.
 
-Checked against the ``sbatch`` 22.05.8 binary: ``sbatch --<letter>`` lists every long option
-that starts with that letter ("ambiguous; possibilities: ..."), and the getopt messages
-"requires an argument" / "doesn't allow an argument" tell how each takes its value. Hidden
-aliases (``--cluster``, ``--tasks-per-node``, ``--context``, ``--ntasks-per-tres``) are included.
+Checked against the ``sbatch`` binaries 22.05.8 (Debian 12), 24.11.5 (Debian 13) and 26.05.5
+(Debian sid): ``sbatch --<letter>`` lists every long option that starts with that letter
+("ambiguous; possibilities: ..."), and the getopt messages "requires an argument" / "doesn't
+allow an argument" tell how each takes its value (``--NAME=x`` and a bare ``--NAME`` for each
+name, ``-X`` for each letter). Hidden aliases (``--cluster``, ``--tasks-per-node``,
+``--context``, ``--ntasks-per-tres``) are included. The short letters are the same in all three.
+
+The table is the union of the three releases; a comment marks an option not in all of them
+("24.11+": absent from 22.05.8, present in 24.11.5 and 26.05.5; releases in between were not
+checked). Where a release takes a value the others do not (``--requeue[=expedite]`` from
+26.05, ``--get-user-env[=timeout]`` before it), the option is ``optional`` here: both forms
+split the command line the same way, and sbatch itself judges the value. An option a release
+lacks is sbatch's error to report, as is a prefix ambiguous only in the union (``--res``:
+``--reservation`` in 22.05, ambiguous with ``--resv-ports`` from 24.11).
 
 ``arg`` is ``"none"`` (a flag), ``"required"`` (``--opt=V``, ``--opt V``, ``-xV``, ``-x V``) or
 ``"optional"`` (only ``--opt=V`` / ``-xV``: a separate word is NOT the value, as in getopt).
@@ -45,6 +55,7 @@ OPTIONS: tuple[Opt, ...] = (
     _o("account", "A", field="account", env="SBATCH_ACCOUNT"),
     _o("acctg-freq", env="SBATCH_ACCTG_FREQ"),
     _o("array", "a", field="array", env="SBATCH_ARRAY_INX"),
+    _o("autocomplete"),                                         # 24.11+
     _o("batch", env="SBATCH_BATCH"),
     _o("bb"),
     _o("bbf"),
@@ -54,8 +65,11 @@ OPTIONS: tuple[Opt, ...] = (
     _o("cluster-constraint"),
     _o("clusters", "M", field="clusters", env="SBATCH_CLUSTERS"),
     _o("comment", field="comment"),
+    _o("consolidate-segments", arg="none"),                     # 26.05+
     _o("constraint", "C", env="SBATCH_CONSTRAINT"),
     _o("container", env="SBATCH_CONTAINER"),
+    _o("container-id", env="SBATCH_CONTAINER_ID"),              # 24.11+
+    _o("container-type", env="SBATCH_CONTAINER_TYPE"),          # 26.05+
     _o("context"),
     _o("contiguous", arg="none"),
     _o("core-spec", "S", env="SBATCH_CORE_SPEC"),
@@ -72,8 +86,10 @@ OPTIONS: tuple[Opt, ...] = (
     _o("exclusive", arg="optional", env="SBATCH_EXCLUSIVE"),
     _o("export", env="SBATCH_EXPORT"),
     _o("export-file"),
+    _o("external", arg="none"),                                 # 26.05+
+    _o("extra"),              # 24.11+ (22.05: "--extra" was a prefix of --extra-node-info)
     _o("extra-node-info", "B"),
-    _o("get-user-env", arg="optional", env="SBATCH_GET_USER_ENV"),
+    _o("get-user-env", arg="optional", env="SBATCH_GET_USER_ENV"),   # 26.05: a flag (none)
     _o("gid"),
     _o("gpu-bind", env="SBATCH_GPU_BIND"),
     _o("gpu-freq", env="SBATCH_GPU_FREQ"),
@@ -98,6 +114,7 @@ OPTIONS: tuple[Opt, ...] = (
     _o("mem-bind", env="SBATCH_MEM_BIND"),
     _o("mem-per-cpu", env="SBATCH_MEM_PER_CPU"),
     _o("mem-per-gpu", field="mem_per_gpu", env="SBATCH_MEM_PER_GPU"),
+    _o("mem-update"),                                           # 26.05+
     _o("mincpus"),
     _o("network", env="SBATCH_NETWORK"),
     _o("nice", arg="optional"),
@@ -112,13 +129,14 @@ OPTIONS: tuple[Opt, ...] = (
     _o("ntasks-per-node"),
     _o("ntasks-per-socket"),
     _o("ntasks-per-tres"),
+    _o("oom-kill-step", arg="optional"),                        # 24.11+
     _o("open-mode", env="SBATCH_OPEN_MODE"),
     _o("output", "o", env="SBATCH_OUTPUT"),
     _o("overcommit", "O", arg="none", env="SBATCH_OVERCOMMIT"),
     _o("oversubscribe", "s", arg="none"),
     _o("parsable", arg="none"),
     _o("partition", "p", field="partition", env="SBATCH_PARTITION"),
-    _o("power", env="SBATCH_POWER"),
+    _o("power", env="SBATCH_POWER"),        # 22.05 only (24.11's --help still lists it)
     _o("prefer"),
     _o("priority"),
     _o("profile", env="SBATCH_PROFILE"),
@@ -126,11 +144,16 @@ OPTIONS: tuple[Opt, ...] = (
     _o("qos", "q", env="SBATCH_QOS"),
     _o("quiet", "Q", arg="none"),
     _o("reboot", arg="none"),
-    _o("requeue", arg="none", env="SBATCH_REQUEUE"),
+    _o("requeue", arg="optional", env="SBATCH_REQUEUE"),   # a flag before 26.05 (=expedite)
     _o("reservation", env="SBATCH_RESERVATION"),
+    _o("resources"),                                            # 26.05+
+    _o("resv-ports", arg="optional"),                           # 24.11+
+    _o("segment", env="SBATCH_SEGMENT_SIZE"),                   # 24.11+
     _o("signal", env="SBATCH_SIGNAL"),
     _o("sockets-per-node"),
     _o("spread-job", arg="none", env="SBATCH_SPREAD_JOB"),
+    _o("spread-segments", arg="none"),                          # 26.05+
+    _o("stepmgr", arg="none"),                                  # 24.11+
     _o("switches"),
     _o("tasks-per-node", alias_of="ntasks-per-node"),
     _o("test-only", arg="none", field="test_only"),
@@ -139,6 +162,8 @@ OPTIONS: tuple[Opt, ...] = (
     _o("time", "t", field="time", env="SBATCH_TIMELIMIT"),
     _o("time-min"),
     _o("tmp"),
+    _o("tres-bind", env="SBATCH_TRES_BIND"),                    # 24.11+
+    _o("tres-per-task", field="tres_per_task", env="SBATCH_TRES_PER_TASK"),   # 24.11+
     _o("uid"),
     _o("usage", arg="none", field="info"),
     _o("use-min-nodes", arg="none", env="SBATCH_USE_MIN_NODES"),

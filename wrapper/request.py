@@ -194,6 +194,27 @@ class GpuAsk:
     shared: bool = False     # the user asked for shard/mps GRES themselves
 
 
+# options that ask for GPUs outside --gres (sbatch cannot take them back), in the order read
+_GPU_OPTIONS = (("gpus_per_node", "gpus-per-node"), ("gpus", "gpus"),
+                ("gpus_per_task", "gpus-per-task"), ("gpus_per_socket", "gpus-per-socket"),
+                ("tres_per_task", "tres-per-task"))
+
+
+def _gpu_value(view: SbatchView, name: str) -> str:
+    """The ``[type:]N`` an option asks for ("" if none); ``--tres-per-task``: its
+    ``gres/gpu[:type]:N`` entry (24.11+, the same as ``--gpus-per-task``)."""
+    text = view.get(name) or ""
+    if name != "tres_per_task":
+        return text
+    gpu = next((e for e in parse_gres(text) if e.name == "gpu"), None)
+    return f"{gpu.type}:{gpu.count}" if gpu else ""
+
+
+def gpus_option(view: SbatchView) -> str:
+    """The first ``--gpus*`` option (or ``--tres-per-task=gres/gpu``) in effect, "" if none."""
+    return next((source for name, source in _GPU_OPTIONS if _gpu_value(view, name)), "")
+
+
 def gpu_ask(view: SbatchView, nodes: int) -> GpuAsk:
     if view.get("gres"):
         entries = parse_gres(view.get("gres") or "")
@@ -202,10 +223,9 @@ def gpu_ask(view: SbatchView, nodes: int) -> GpuAsk:
         for e in entries:
             if e.name == "gpu":
                 return GpuAsk(e.count, e.type, "gres")
-    for name, source in (("gpus_per_node", "gpus-per-node"), ("gpus", "gpus"),
-                         ("gpus_per_task", "gpus-per-task"), ("gpus_per_socket", "gpus-per-socket")):
-        if view.get(name):
-            kind, count = _typed_count(view.get(name) or "")
+    for name, source in _GPU_OPTIONS:
+        if _gpu_value(view, name):
+            kind, count = _typed_count(_gpu_value(view, name))
             if name == "gpus":
                 count = math.ceil(count / nodes)
             return GpuAsk(count, kind, source)
@@ -234,6 +254,29 @@ def _slack_s(wb: WbSettings, limit_s: float | None, now_s: float) -> float | Non
     if wb.deadline:
         slacks.append(max(0.0, parse_instant_s(wb.deadline, now_s) - now_s - (limit_s or 0.0)))
     return min(slacks) if slacks else None
+
+
+def _span(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def deadline_warning(wb: WbSettings, limit_s: float | None, now_s: float) -> str:
+    """What to say (once, the job still goes in) when ``--wb-deadline`` leaves no slack: it has
+    passed, or it is no further away than the job's time limit; "" otherwise."""
+    if not wb.deadline:
+        return ""
+    left_s = parse_instant_s(wb.deadline, now_s) - now_s
+    head = f"{wb.sources.get('deadline', 'command line')}: --wb-deadline={wb.deadline!r}: "
+    tail = ("the job gets no slack (it is placed as if no deadline were given); "
+            "give a later deadline")
+    if left_s <= 0:
+        return head + "that time has passed; " + tail
+    if limit_s is not None and left_s <= limit_s:
+        return (head + f"only {_span(left_s)} away, within the job's time limit "
+                f"({_span(limit_s)}): it cannot be met unless the job starts now; " + tail
+                + " or a shorter --time")
+    return ""
 
 
 def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s: float,

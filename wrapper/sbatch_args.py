@@ -1,4 +1,4 @@
-"""Read sbatch's command line and ``#SBATCH`` lines exactly as sbatch 22.05 does.
+"""Read sbatch's command line and ``#SBATCH`` lines exactly as sbatch does (22.05 to 26.05).
 
 Command line (getopt_long in "+" mode): options up to the first non-option word, which is the
 script path; every word after it is a script argument. ``--opt=V``, ``--opt V``, ``-xV``,
@@ -12,7 +12,8 @@ may hold several options; words split on blanks, ``'`` and ``"`` quote, ``\\`` e
 character, an unquoted ``#`` starts a comment. The command line wins over the script.
 
 wattbatch's own options (``--wb-*``, see :mod:`wrapper.wb_options`) are taken out of the command
-line here; ``#WATTBATCH`` lines follow the same placement rule as ``#SBATCH`` lines.
+line here; ``#WATTBATCH`` lines follow the same placement rule as ``#SBATCH`` lines (and are
+all read even below an ``#SBATCH`` line sbatch rejects: one may ask for a dry run).
 """
 
 from __future__ import annotations
@@ -207,6 +208,8 @@ def parse_script(text: str) -> ScriptHeader:
         if line.startswith("#WATTBATCH"):
             out.wb_lines.append((k, line[len("#WATTBATCH"):]))
             continue
+        if out.error:
+            continue
         for magic in ("#SBATCH", "#SLURM"):
             if line.startswith(magic):
                 break
@@ -225,5 +228,4 @@ def parse_script(text: str) -> ScriptHeader:
                 pos = nxt
         except SbatchSyntaxError as exc:
             out.error = f"line {k}: {exc}"
-            return out
     return out

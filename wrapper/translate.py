@@ -23,7 +23,9 @@ memory cap, elastic                     see ``templates/``
 The user's other GRES entries are kept in the new ``--gres``. A change the user refused with
 ``--wb-opt-out`` is dropped here too, whatever the policy said; a GPU change is dropped when the
 user asked for GPUs with ``--gpus*`` (sbatch cannot take those back) or for shards/MPS
-themselves. Each dropped change is said in ``notes``.
+themselves. Each dropped change is said in ``notes``. A ``--gpus*`` option (or
+``--tres-per-task=gres/gpu``) drops it even beside ``--gres=gpu``: a ``shard`` GRES added next to
+it would ask for a whole GPU and a shard.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 from slurm_plugin.model import NICE_STEP, Cluster, JobRequest, Placement
 from slurm_plugin.record import field, record, replace
 
-from .request import GpuAsk, SbatchView, parse_gres
+from .request import GpuAsk, SbatchView, gpus_option, parse_gres
 from .wb_options import WbSettings
 
 
@@ -57,6 +59,7 @@ class Plan:
     mem_fraction: float | None = None
     gpus: int = 0
     notes: list[str] = field(default_factory=list)
+    gpus_kept: bool = False        # the policy's GPU change was dropped: the job keeps its ask
 
 
 
@@ -118,13 +121,14 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
     out = Plan(notes=notes, gpus=p.gpus)
     gpu_change = (p.share_mode != "exclusive" or p.gpu_indexes or p.gpus != request.gpus
                   or (p.num_nodes is not None and p.num_nodes != request.num_nodes))
+    gpus_by = ask.source if ask.source not in ("gres", "") else gpus_option(view)
     if gpu_change and ask.shared:
         out.notes.append("GPU change dropped: the job asks for shards/MPS itself")
         gpu_change = False
-    elif gpu_change and ask.source not in ("gres", ""):
-        out.notes.append(f"GPU change dropped: GPUs asked with --{ask.source}; "
+    elif gpu_change and gpus_by:      # even beside --gres=gpu: sbatch would get both asks
+        out.notes.append(f"GPU change dropped: GPUs asked with --{gpus_by}; "
                          "use --gres=gpu:N to let wattbatch place them")
-        gpu_change = False
+        gpu_change, out.gpus_kept = False, True
     if gpu_change and p.share_mode != "exclusive" and p.share_mode != site.share_gres:
         out.notes.append(f"shared GPU dropped: the site shares GPUs by {site.share_gres}, "
                          f"not {p.share_mode}")

@@ -28,7 +28,12 @@ ACTIONS = ("share", "defer", "resize", "place", "power", "batch")
 
 class WbOptionError(InputError):
     """A wattbatch option is unknown or its value is invalid: on the command line exit 255 (nothing
-    submitted); from the environment or a ``#WATTBATCH`` line one warning, job unchanged."""
+    submitted); from the environment or a ``#WATTBATCH`` line one warning, job unchanged.
+    ``key``: the :class:`WbSettings` field at fault, when known (found after resolving)."""
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @record
@@ -256,6 +261,39 @@ def resolve(cli_words: list[tuple[str, str | None]], script_lines: list[tuple[in
     if values.get("json"):
         values["dry_run"] = True
     return WbSettings(**values, sources=sources)
+
+
+DRY_RUN_KEYS = ("dry_run", "json")
+
+
+def dry_run_wanted(cli_words: list[tuple[str, str | None]], script_lines: list[tuple[int, str]],
+                   environ: Mapping[str, str]) -> tuple[str, bool]:
+    """(where a dry run is asked for, "" if nowhere; whether as JSON), read apart from the other
+    settings: a bad one elsewhere must never turn a dry run into a submission. Nothing turns a
+    dry run off once asked, so any layer counts. Raises :class:`WbOptionError` when the value
+    meant to say yes or no cannot be read (``WATTBATCH_DRY_RUN=maybe``, ``dry-run=yes``)."""
+    asked: list[tuple[str, str]] = []          # (where, key)
+    for name, value in cli_words:
+        opt = BY_NAME.get(name)
+        if opt is not None and opt.key in DRY_RUN_KEYS:
+            _apply({}, {}, "command line", name, value)       # raises on a value
+            asked.append(("command line", opt.key))
+    for lineno, text in script_lines:
+        where = f"script line {lineno}"
+        try:
+            words = _script_words(lineno, text)
+        except WbOptionError:                   # malformed: its plain words still count here
+            words = [(w.removeprefix("--wb-").partition("=")[0], None)
+                     for w in text.partition("#")[0].split()]
+        for name, value in words:
+            opt = BY_NAME.get(name)
+            if opt is not None and opt.key in DRY_RUN_KEYS:
+                _apply({}, {}, where, name, value)
+                asked.append((where, opt.key))
+    for opt in WB_OPTIONS:
+        if opt.key in DRY_RUN_KEYS and opt.env in environ and _flag_env(opt.env, environ[opt.env]):
+            asked.append((f"${opt.env}", opt.key))
+    return (asked[0][0] if asked else ""), any(key == "json" for _, key in asked)
 
 
 def help_text() -> str:

@@ -82,6 +82,10 @@ OPTIONS = {
     "unknown-option": "--nosuchopt", "ambiguous-option": "--ex=gpu1", "invalid-short": "-Z",
     "missing-argument": "-J", "bad-flag-value": "--contiguous=yes", "nodefile-missing":
     "-F /nonexistent", "export-file-missing": "--export-file=/nonexistent",
+    # options 22.05 lacks (its sbatch rejects them; wattbatch must read them as 24.11/26.05 do)
+    "tres-per-task": "--tres-per-task=gres/gpu:1", "oom-kill-step": "--oom-kill-step=1",
+    "resv-ports-optional": "--resv-ports", "requeue-value": "--requeue=expedite",
+    "prefix-res": "--res=nosuch",       # 22.05: --reservation; later: ambiguous (--resv-ports)
 }
 
 # #SBATCH lines (the script holds them; the command line is plain)

@@ -169,7 +169,8 @@ def test_a_batch_size_range_goes_into_the_tag(fake):
 
 
 @pytest.mark.parametrize("env, script_line, named", [
-    ({"WATTBATCH_DRY_RUN": "maybe"}, "", "$WATTBATCH_DRY_RUN='maybe'"),
+    ({"WATTBATCH_POLICY": "nosuch"}, "", "$WATTBATCH_POLICY: --wb-policy='nosuch': unknown policy"),
+    ({}, "#WATTBATCH policy=nosuch\n", "script line 2: --wb-policy='nosuch': unknown policy"),
     ({"WATTBATCH_GPU_MEM": "abc"}, "", "$WATTBATCH_GPU_MEM: --wb-gpu-mem='abc'"),
     ({"WATTBATCH_ELASTIC": "9-1"}, "", "--wb-elastic='9-1': expected 1 <= MIN <= MAX"),
     ({}, "#WATTBATCH app='x\n", "script line 2: malformed #WATTBATCH line"),
@@ -216,3 +217,120 @@ def test_help_and_off(fake):
     assert rc == 0 and "--wb-opt-out" in out and sent is None
     rc, _, _, sent, _ = _run(fake, ["--wb-off", "--wb-policy", "test-share", "job.sh"])
     assert sent == ["job.sh"]
+
+
+# --- a dry run never submits ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, env, named", [
+    (["--wb-dry-run", "--bogus", "job.sh"], {}, "unrecognized option '--bogus'"),
+    (["--wb-json", "-G", "1", "--time"], {}, "option '--time' requires an argument"),
+    (["--parsable=1", "job.sh"], {"WATTBATCH_DRY_RUN": "1"}, "'--parsable' doesn't allow"),
+    (["--wb-dry-run", "-G", "1", "nonexist.sh"], {}, "cannot read the script 'nonexist.sh'"),
+    (["--wb-dry-run", "--wrap=true", "job.sh"], {}, "--wrap and a script ('job.sh')"),
+])
+def test_a_dry_run_sbatch_would_reject_is_an_error_and_submits_nothing(fake, argv, env, named):
+    rc, out, err, sent, _ = _run(fake, argv, env=env)
+    assert (rc, out, sent) == (255, "", None)
+    assert err.startswith("wattbatch: error: dry run (") and named in err, err
+    assert err.endswith("; nothing submitted (" + err.rpartition("(")[2]) and err.count("\n") == 1
+
+
+def test_an_sbatch_option_wattbatch_cannot_read_in_the_script_stops_a_dry_run(fake):
+    (fake / "job.sh").write_text("#!/bin/bash\n#SBATCH --bogus=1\n#WATTBATCH dry-run\ntrue\n")
+    rc, out, err, sent, _ = _run(fake, ["job.sh"])
+    assert (rc, out, sent) == (255, "", None)
+    assert err == ("wattbatch: error: dry run (script line 3): sbatch would reject job.sh line 2: "
+                   "unrecognized option '--bogus'; nothing submitted (fix or remove that "
+                   "#SBATCH option)\n")
+    rc, _, _, sent, _ = _run(fake, ["job.sh"], env={"WATTBATCH_OFF": "1"})   # sbatch says why
+    assert sent == ["job.sh"]
+
+
+def test_options_of_newer_sbatch_releases_are_understood_in_a_dry_run(fake):
+    (fake / "job.sh").write_text(SCRIPT.replace("--gres=gpu:1", "--tres-per-task=gres/gpu:1"))
+    rc, out, err, sent, _ = _run(fake, ["--wb-dry-run", "--segment=2", "--stepmgr", "job.sh"])
+    assert (rc, sent, err) == (0, None, "") and out.startswith("# wattbatch: policy slurm-default")
+    rc, out, _, sent, _ = _run(fake, ["--wb-json", "--oom-kill-step", "--resv-ports", "job.sh"])
+    assert rc == 0 and sent is None and json.loads(out)["submitted"] is False
+
+
+def test_a_dry_run_of_what_wattbatch_leaves_alone_prints_it_unchanged(fake):
+    for argv in (["--wb-dry-run", "--wb-off", "job.sh"], ["-n1", ":", "-n2", "job.sh"]):
+        rc, out, err, sent, _ = _run(fake, argv, env={"WATTBATCH_DRY_RUN": "1"})
+        assert (rc, sent) == (0, None) and out.startswith("# wattbatch: would submit unchanged: ")
+        assert out.endswith(SCRIPT)
+
+
+@pytest.mark.parametrize("env, script_line, why", [
+    ({"WATTBATCH_DRY_RUN": "1", "WATTBATCH_BATCH_SIZE": "0-100"}, "",
+     "$WATTBATCH_BATCH_SIZE: --wb-batch-size='0-100'"),
+    ({}, "#WATTBATCH slack=6x elastic=4-1\n#WATTBATCH dry-run\n", "script line 2: --wb-slack='6x'"),
+    ({"WATTBATCH_DRY_RUN": "1", "WATTBATCH_POLICY": "nosuch"}, "", "--wb-policy='nosuch'"),
+])
+def test_a_dry_run_asked_for_anywhere_survives_a_bad_setting_beside_it(fake, env, script_line, why):
+    text = "#!/bin/sh\n" + script_line + "true\n"
+    (fake / "job.sh").write_text(text)
+    rc, out, err, sent, _ = _run(fake, ["-J", "x", "job.sh"], env=env)
+    assert (rc, sent) == (0, None) and err.count("\n") == 1 and why in err
+    assert err.startswith("wattbatch: warning: ") and err.endswith(
+        "the job would be submitted unchanged, nothing submitted\n")
+    assert out.startswith("# wattbatch: would submit unchanged: ") and out.endswith(text)
+    rc, out, _, sent, _ = _run(fake, ["job.sh"], env={**env, "WATTBATCH_JSON": "1"})
+    assert (rc, sent) == (0, None) and json.loads(out)["submitted"] is False
+
+
+@pytest.mark.parametrize("env, script_line, named", [
+    ({"WATTBATCH_DRY_RUN": "maybe"}, "", "$WATTBATCH_DRY_RUN='maybe': expected 1/0"),
+    ({"WATTBATCH_JSON": "2"}, "", "$WATTBATCH_JSON='2'"),
+    ({}, "#WATTBATCH dry-run=yes\n", "script line 2: --wb-dry-run takes no value (got 'yes')"),
+])
+def test_an_unreadable_dry_run_value_is_an_error_and_submits_nothing(fake, env, script_line, named):
+    (fake / "job.sh").write_text("#!/bin/sh\n" + script_line + "true\n")
+    rc, out, err, sent, _ = _run(fake, ["-J", "x", "job.sh"], env=env)
+    assert (rc, out, sent) == (255, "", None)
+    assert err == (f"wattbatch: error: {named}" + err.partition(named)[2]) and err.count("\n") == 1
+    assert "it may ask for a dry run, so nothing was submitted (fix or remove it)" in err
+
+
+def test_a_decision_that_falls_back_in_a_dry_run_says_it_would_submit_unchanged(fake):
+    rc, out, _, sent, _ = _run(fake, ["--wb-dry-run", "-t", "bogus", "job.sh"])
+    assert (rc, sent) == (0, None)
+    assert out.startswith("# wattbatch: would submit unchanged: sbatch will judge the value")
+    rc, out, _, sent, _ = _run(fake, ["--wb-dry-run", "--wb-policy", "test-broken", "job.sh"])
+    assert out.startswith("# wattbatch: would submit unchanged: policy exploded")
+
+
+# --- GPUs asked with --gpus*, --wb-policy, --wb-deadline ---------------------------------------
+
+def test_gpus_beside_gres_gpu_keep_the_whole_gpu_and_say_so(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-policy=test-share", "--wb-explain", "-G", "1",
+                                        "job.sh"])
+    assert rc == 0 and sent == ["-G", "1", "--nodelist=gpu1",
+                                "--comment=wb:policy=test-share;app=bert", "job.sh"]
+    assert "GPU change dropped: GPUs asked with --gpus" in err
+    assert "explain: advised (its GPU choice not applied, see below): share gpu 1" in err
+    (fake / "argv").unlink()
+    (fake / "job.sh").write_text(SCRIPT.replace("-J train", "-J train --gpus-per-node=1"))
+    rc, out, _, sent, _ = _run(fake, ["--wb-json", "--wb-policy=test-share", "job.sh"])
+    doc = json.loads(out)
+    assert rc == 0 and sent is None and "--gres=shard:g1:2" not in doc["sbatch_args_added"]
+    assert "WATTBATCH_SHARE_MODE" not in doc["environment"] and doc["template"] == ""
+    assert doc["why"] == ["advised (its GPU choice not applied, see below): share gpu 1 of gpu1"]
+
+
+def test_an_unknown_policy_on_the_command_line_exits_255_and_submits_nothing(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-policy=nosuch", "job.sh"])
+    assert (rc, out, sent) == (255, "", None) and err.count("\n") == 1
+    assert err.startswith("wattbatch: command line: --wb-policy='nosuch': unknown policy; "
+                          "choose one of: ") and "eaco" in err and "test-share" in err
+    rc, out, err, sent, _ = _run(fake, ["--wb-dry-run", "--wb-policy=nosuch", "job.sh"])
+    assert (rc, out, sent) == (255, "", None)
+
+
+def test_a_deadline_that_leaves_no_slack_is_one_warning_and_the_job_goes_in(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-deadline=now+10minutes", "-t", "60", "job.sh"])
+    assert rc == 0 and out == "Submitted batch job 77\n" and "slack=" not in " ".join(sent)
+    assert err.count("\n") == 1 and err.startswith(
+        "wattbatch: warning: command line: --wb-deadline='now+10minutes': only 10 min away")
+    rc, _, err, _, _ = _run(fake, ["--wb-deadline=now+3hours", "-t", "60", "job.sh"])
+    assert rc == 0 and err == ""

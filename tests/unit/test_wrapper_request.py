@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from wrapper.request import (build_request, gpu_ask, merge, parse_gres, parse_instant_s,
-                             parse_time_limit_s)
+from wrapper.request import (build_request, deadline_warning, gpu_ask, gpus_option, merge,
+                             parse_gres, parse_instant_s, parse_time_limit_s)
 from wrapper.sbatch_args import parse_command_line, parse_script
-from wrapper.wb_options import WbOptionError, WbSettings, resolve, takes_value
+from wrapper.wb_options import WbOptionError, WbSettings, dry_run_wanted, resolve, takes_value
 
 
 @pytest.mark.parametrize("text,seconds", [
@@ -56,6 +56,18 @@ def test_gpu_requests():
     assert gpu_ask(_view(["--gres=shard:2"]), 1).shared
     assert gpu_ask(_view([]), 1).gpus == 0
     assert [e.text for e in parse_gres("gpu:2,nvme:1")] == ["gpu:2", "nvme:1"]
+    tres = gpu_ask(_view(["--tres-per-task=cpu:2,gres/gpu:a100:1"]), 1)
+    assert (tres.gpus, tres.model, tres.source) == (1, "a100", "tres-per-task")
+
+
+def test_gpus_options_are_seen_beside_gres_from_any_layer():
+    assert gpus_option(_view(["--gres=gpu:1", "-G", "1"])) == "gpus"
+    assert gpus_option(_view(["--gres=gpu:1"], "#!/bin/sh\n#SBATCH --gpus-per-node=1\ntrue\n")) \
+        == "gpus-per-node"
+    env = {"SBATCH_GPUS_PER_TASK": "1"}
+    assert gpus_option(_view(["--gres=gpu:1"], env=env)) == "gpus-per-task"
+    assert gpus_option(_view(["--tres-per-task=gres/gpu:1"])) == "tres-per-task"
+    assert gpus_option(_view(["--tres-per-task=cpu:2", "--gres=gpu:1"])) == ""
 
 
 def test_command_line_beats_env_beats_script():
@@ -95,6 +107,36 @@ def test_slack_from_wb_slack_or_the_room_a_deadline_leaves(words, slack_s):
     wb = resolve(parse_command_line(words, takes_value).wb_words, [], {})
     req = build_request(_view(["-t", "60"]), wb, script=None, now_s=1000.0, environ={})
     assert (req.slack_s or None) == slack_s
+
+
+def test_a_deadline_that_leaves_no_slack_is_said_once():
+    now = time.mktime((2026, 3, 10, 14, 0, 0, 0, 0, -1))
+    past = deadline_warning(WbSettings(deadline="2020-01-01T00:00",
+                                       sources={"deadline": "$WATTBATCH_DEADLINE"}), 3600.0, now)
+    assert past == ("$WATTBATCH_DEADLINE: --wb-deadline='2020-01-01T00:00': that time has passed; "
+                    "the job gets no slack (it is placed as if no deadline were given); "
+                    "give a later deadline")
+    close = deadline_warning(WbSettings(deadline="now+10minutes"), 3600.0, now)
+    assert close.startswith("command line: --wb-deadline='now+10minutes': only 10 min away, "
+                            "within the job's time limit (1 h 0 min): it cannot be met")
+    assert close.endswith("give a later deadline or a shorter --time")
+    assert deadline_warning(WbSettings(deadline="now+2hours"), 3600.0, now) == ""
+    assert deadline_warning(WbSettings(deadline="now+2hours"), None, now) == ""
+    assert deadline_warning(WbSettings(), 3600.0, now) == ""
+
+
+def test_a_dry_run_is_found_in_any_layer_whatever_else_is_bad():
+    assert dry_run_wanted([("dry-run", None)], [], {}) == ("command line", False)
+    assert dry_run_wanted([("slack", "6x")], [(3, " slack=6x dry-run")], {}) == ("script line 3",
+                                                                                 False)
+    assert dry_run_wanted([], [(2, " app='x dry-run")], {}) == ("script line 2", False)
+    assert dry_run_wanted([], [], {"WATTBATCH_JSON": "yes", "WATTBATCH_BATCH_SIZE": "0-100"}) == (
+        "$WATTBATCH_JSON", True)
+    assert dry_run_wanted([], [], {"WATTBATCH_DRY_RUN": "0"}) == ("", False)
+    with pytest.raises(WbOptionError, match=r"\$WATTBATCH_DRY_RUN='maybe': expected 1/0"):
+        dry_run_wanted([], [], {"WATTBATCH_DRY_RUN": "maybe"})
+    with pytest.raises(WbOptionError, match=r"line 4: --wb-dry-run takes no value \(got 'yes'\)"):
+        dry_run_wanted([], [(4, " dry-run=yes")], {})
 
 
 @pytest.mark.parametrize("words", [["--wb-slack=soon"], ["--wb-slack=-1h"], ["--wb-slack=0"],

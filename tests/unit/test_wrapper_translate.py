@@ -74,6 +74,19 @@ def test_gpu_changes_that_sbatch_cannot_take_back_are_dropped():
     assert "not mps" in mps.notes[0]
 
 
+def test_a_gpus_option_beside_gres_gpu_drops_the_gpu_change_too():
+    share = Placement("p", 1, nodes=("gpu1",), gpu_indexes=(2,), share_mode="shard", shards=1)
+    for field, option in (("gpus", "gpus"), ("gpus_per_node", "gpus-per-node"),
+                          ("tres_per_task", "tres-per-task")):
+        view = SbatchView({"gres": "gpu:1", field: "gres/gpu:1" if option[0] == "t" else "1"})
+        out = _plan(share, view=view)           # the ask is read from --gres: source "gres"
+        assert out.args == ["--nodelist=gpu1", "--comment=wb:policy=p;app=bert"], view
+        assert out.notes == [f"GPU change dropped: GPUs asked with --{option}; use --gres=gpu:N "
+                             "to let wattbatch place them"]
+        assert out.share_mode == "exclusive" and out.gpus_kept and out.template == ""
+        assert not any(k.startswith("WATTBATCH_SHARE") for k, _ in out.env)
+
+
 def test_environment_block_only_when_needed_and_only_for_shell_scripts():
     capped = _plan(Placement("p", 1, power_cap_w=150.0))
     assert capped.template == "base.sbatch.j2" and ("WATTBATCH_POWER_CAP_W", "150") in capped.env
