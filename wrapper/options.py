@@ -117,7 +117,7 @@ OPTIONS: tuple[Opt, ...] = (
     _o("mem-update"),                                           # 26.05+
     _o("mincpus"),
     _o("network", env="SBATCH_NETWORK"),
-    _o("nice", arg="optional"),
+    _o("nice", arg="optional", field="nice"),
     _o("no-kill", "k", arg="optional", env="SBATCH_NO_KILL"),
     _o("no-requeue", arg="none", env="SBATCH_NO_REQUEUE"),
     _o("nodefile", "F", field="nodefile"),

@@ -13,7 +13,8 @@ exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``num_nodes`` != requested (elastic)    ``--nodes=K``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
-``nice`` > 0                            ``--nice=100*nice`` (a later queue tier)
+``nice`` > 0                            ``--nice=OWN+100*nice`` (a later queue tier, added to
+                                        the job's own --nice, if any)
 always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S;elastic=MIN-MAX``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
@@ -115,6 +116,20 @@ def _mem_cap(p: Placement, cluster: Cluster | None, site: Site) -> tuple[int | N
     return cap, fraction
 
 
+def _own_nice(view: SbatchView) -> int | None:
+    """The job's own --nice (sbatch: 100 without a value; 0 without the option), which the
+    policy's queue tier adds to rather than replaces; None where it is not a whole number."""
+    if not view.has("nice"):
+        return 0
+    raw = (view.get("nice") or "").strip()
+    if not raw:
+        return 100
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
 def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: WbSettings,
          site: Site, cluster: Cluster | None = None, *, shell_script: bool = True) -> Plan:
     p, notes = enforce_opt_out(p, request)
@@ -145,7 +160,9 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
             out.args.append("--gres=" + ",".join(keep + entries))
             out.share_mode = p.share_mode
     if p.nice:
-        out.args.append(f"--nice={NICE_STEP * p.nice}")
+        own = _own_nice(view)
+        if own is not None:     # else sbatch judges the user's own value, unchanged
+            out.args.append(f"--nice={own + NICE_STEP * p.nice}")
     if p.begin_s is not None:
         out.args.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.begin_s)))
     tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")

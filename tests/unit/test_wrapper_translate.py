@@ -94,3 +94,13 @@ def test_environment_block_only_when_needed_and_only_for_shell_scripts():
     assert python.template == "" and "not a shell script" in python.notes[0]
     elastic = _plan(Placement("p", 1), req=JobRequest(gpus=1, min_gpus=1, max_gpus=4))
     assert elastic.template == "elastic.sbatch.j2"
+
+
+def test_a_queue_tier_adds_to_the_jobs_own_nice():
+    tiered = Placement("elastic", 1, nice=2)
+    assert "--nice=200" in _plan(tiered).args
+    assert "--nice=700" in _plan(tiered, view=SbatchView({"nice": "500"})).args
+    assert "--nice=300" in _plan(tiered, view=SbatchView({"nice": None})).args     # bare --nice
+    odd = _plan(tiered, view=SbatchView({"nice": "lots"})).args     # sbatch judges it alone
+    assert not [a for a in odd if a.startswith("--nice")]
+    assert not [a for a in _plan(Placement("elastic", 1)).args if a.startswith("--nice")]
