@@ -150,6 +150,7 @@ SCHEMA: dict[str, Key] = {
     "elastic.max_resizes_per_pass": _int(0, 10000),
     "elastic.measure_restart_cost": Key(bool),
     "elastic.order_queue": Key(bool),
+    "elastic.tier_age_s": _num(0, 1e7),
     "pal.profile": Key(str),
     "pal.locality_penalty_a": _num(1, 10),
     "pal.locality_penalty_b": _num(1, 10),

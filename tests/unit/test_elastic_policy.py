@@ -150,10 +150,11 @@ def test_non_elastic_request_unchanged():
 
 
 def test_queue_tiers_follow_the_gpu_time_asked():
-    """Every job, elastic or not, goes into the tier of its time limit x GPUs (at the size the
-    policy queues it at); a small job stays in tier 0; ``order_queue = false`` sets none."""
+    """With ``order_queue``, every job, elastic or not, goes into the tier of its time limit x
+    GPUs (at the size the policy queues it at); a small job stays in tier 0; off (the
+    default), none."""
     from slurm_plugin.policy.queue import queue_tier
-    ctx = Context(cluster=_idle(2, 4, pending=1), now_s=NOW)
+    ctx = Context(cluster=_idle(2, 4, pending=1), now_s=NOW, settings={"order_queue": True})
     big = JobRequest(gpus=4, num_nodes=2, min_gpus=2, max_gpus=8, time_limit_s=10 * 3600.0)
     plain = JobRequest(gpus=2, num_nodes=1, time_limit_s=24 * 3600.0)
     small = JobRequest(gpus=1, num_nodes=1, min_gpus=1, max_gpus=4, time_limit_s=1800.0)
@@ -161,7 +162,7 @@ def test_queue_tiers_follow_the_gpu_time_asked():
     assert pol.advise(big, ctx).nice == queue_tier(8 * 10 * 3600.0) == 7
     assert pol.advise(plain, ctx).nice == queue_tier(2 * 24 * 3600.0) == 6
     assert pol.advise(small, ctx).nice is None
-    off = Context(cluster=ctx.cluster, now_s=NOW, settings={"order_queue": False})
+    off = Context(cluster=ctx.cluster, now_s=NOW)
     assert pol.advise(big, off).nice is None and pol.advise(plain, off).nice is None
 
 
@@ -182,12 +183,40 @@ def test_live_admission_reads_the_queue_in_tier_order():
     assert [j.job_id for j in order] == ["no-limit", "new-small", "mid", "old-big"] and n == 4
     order, _ = Elastic._pending(cluster, False)
     assert [j.job_id for j in order] == ["old-big", "mid", "no-limit", "new-small"]
+    aged = {"elastic:tier:old-big": 0.0}        # a job that aged into tier 0 goes by submission
+    order, _ = Elastic._pending(cluster, True, aged)
+    assert [j.job_id for j in order] == ["old-big", "no-limit", "new-small", "mid"]
+
+
+def test_queue_tiers_age_so_no_job_waits_behind_smaller_ones_for_good():
+    """A pending job's tier drops by one per ``tier_age_s`` waited: moved by a resize at its
+    own size into the lower tier, recorded in the history; the longest waiting first, at most
+    ``max_resizes_per_pass``; a job already in its aged tier is left alone."""
+    from slurm_plugin.policy.elastic.decide import _age_tiers
+    from slurm_plugin.policy.elastic.settings import parse_settings as parse
+    big = dict(state="PENDING", gpus=4, num_nodes=2, time_limit_s=10 * 3600.0)   # tier 7
+    jobs = {"a": Job(job_id="a", submit_s=NOW - 3 * 900 - 1, **big),
+            "b": Job(job_id="b", submit_s=NOW - 900 - 1, **big),
+            "c": Job(job_id="c", submit_s=NOW - 100, **big),
+            "s": Job(job_id="s", state="PENDING", gpus=1, submit_s=NOW - 9000,
+                     time_limit_s=600.0)}
+    cluster = Cluster(nodes=_idle(2, 4).nodes, jobs=jobs, pending_count=len(jobs))
+    s = parse({"order_queue": True, "tier_age_s": 900.0})
+    out = _age_tiers("elastic", cluster, NOW, s, {})
+    moves = [(a.job_id, a.gpus, a.nice) for a in out if a.kind == "resize"]
+    assert moves == [("a", 4, 4), ("b", 4, 6)]
+    assert out[-1].predicted == {"elastic:tier:a": 4.0, "elastic:tier:b": 6.0}
+    assert _age_tiers("elastic", cluster, NOW, s, out[-1].predicted) == []
+    one = parse({"order_queue": True, "tier_age_s": 900.0, "max_resizes_per_pass": 1})
+    assert [a.job_id for a in _age_tiers("elastic", cluster, NOW, one, {})
+            if a.kind == "resize"] == ["a"]
 
 
 @pytest.mark.parametrize("key,value", [("restart_cost_s", -1), ("min_interval_s", "soon"),
                                        ("min_efficiency", 2.0), ("stale_s", math.nan),
                                        ("fairness_factor", 0.5), ("max_resizes_per_pass", 1.5),
                                        ("gain_factor", True), ("order_queue", "yes"),
+                                       ("tier_age_s", -1),
                                        ("no_such_key", 1)])
 def test_settings_errors_name_policy_key_and_value(key, value):
     with pytest.raises(ConfigError) as exc:

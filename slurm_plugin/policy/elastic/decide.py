@@ -172,6 +172,55 @@ def _tier_of(job: Job) -> int:
     return _tier(job.time_limit_s, job.gpus * job.num_nodes)
 
 
+AGE_CHECKS = 4      # the queue tiers are aged this many times per tier_age_s
+
+
+def _tier_key(job_id: str) -> str:
+    return f"elastic:tier:{job_id}"
+
+
+def _tier_now(job: Job, hist) -> int:
+    """The tier a pending job waits in: the one it aged into (recorded), else its size's."""
+    got = hist.get(_tier_key(job.job_id)) if hist else None
+    return int(got) if got is not None else _tier_of(job)
+
+
+def _age_tiers(name: str, cluster: Cluster, now: float, s, hist) -> list[Action]:
+    """Queue tiers age, so no job waits behind smaller ones for good: a pending job's tier is
+    its size's less one per ``tier_age_s`` it has waited. A job whose tier so drops is moved
+    into it (a resize at its own size with the new ``nice``: it is not running, so nothing
+    restarts), at most ``max_resizes_per_pass`` a pass, the longest waiting first; the tier is
+    recorded in the history (``elastic:tier:<job>``)."""
+    order = cluster.pending_jobs
+    if order is None:
+        jobs = [j for j in cluster.jobs.values() if j.pending]
+    elif cluster.pending_tiered is not None:     # the tiered jobs: the last ones of the order
+        n = len(order)
+        jobs = (order[i] for i in range(n - min(n, cluster.pending_tiered), n))
+    else:
+        jobs = order
+    due = []
+    for job in jobs:
+        base = _tier_of(job)
+        if not base or job.begin_s is not None and job.begin_s > now:
+            continue
+        aged = max(0, base - int((now - job.submit_s) // s.tier_age_s))
+        if aged < _tier_now(job, hist):
+            due.append((job.submit_s, job.job_id, job, aged))
+    if not due:
+        return []
+    due.sort(key=lambda d: d[:2])
+    out, tiers = [], {}
+    for _, jid, job, aged in due[:s.max_resizes_per_pass]:
+        out.append(Action(kind="resize", job_id=jid, policy=name, gpus=job.gpus, nice=aged,
+                          why=f"elastic: waited {(now - job.submit_s) / 3600:.1f} h: into "
+                              f"queue tier {aged} (tier_age_s)"))
+        tiers[_tier_key(jid)] = float(aged)
+    out.append(Action(kind="observe", job_id="", policy=name, predicted=tiers,
+                      why="elastic: the queue tiers jobs aged into"))
+    return out
+
+
 class Elastic:
     name = NAME
 
@@ -181,6 +230,7 @@ class Elastic:
         self._quiet: tuple | None = None
         self._track = Tracker()     # running jobs and their models, from pass to pass
         self._due: float | None = None  # when the job left waiting at the last pass is due
+        self._aged_s = float("-inf")    # when the queue tiers were last aged
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
@@ -199,17 +249,22 @@ class Elastic:
         if q is not None and cluster.nodes_version is not None and q[0] == cluster.nodes_version \
                 and q[1] == cluster.pending_count and now < q[2]:
             return ()
+        aged: list[Action] = []
+        if s.order_queue and s.tier_age_s > 0 and cluster.pending_count and \
+                now >= self._aged_s + s.tier_age_s / AGE_CHECKS:
+            self._aged_s = now
+            aged = _age_tiers(self.name, cluster, now, s, ctx.history)
         gpn, cap = _geometry(cluster)
         free = _free_map(cluster)
         if cluster.pending_count == 0 and not any(free.values()):
-            return ()       # nothing to admit, nothing to grow into: nothing to read
+            return tuple(aged)      # nothing to admit, nothing to grow into: nothing to read
         models, updates = self._track.update(ctx, s, cap)
         ends = self._track.ends_on
-        actions: list[Action] = []
+        actions: list[Action] = list(aged)
         if updates:
             actions.append(Action(kind="observe", job_id="", policy=self.name, predicted=updates,
                                   why="elastic: progress per GPU count"))
-        pending = self._pending(cluster, s.order_queue)
+        pending = self._pending(cluster, s.order_queue, ctx.history)
         if not models and not pending[1]:
             return tuple(actions)
         movable = self._track.movable     # this pass's: decisions take jobs out of it
@@ -225,10 +280,12 @@ class Elastic:
             free[name] = 0      # growth leaves the waiting job's nodes alone
         if budget > 0:
             self._grow(free, movable, gpn, cap, s, actions, budget, cluster)
-        if len(actions) == n_actions and cluster.nodes_version is not None:
+        if len(actions) == n_actions and not aged and cluster.nodes_version is not None:
             expiry = self._track.expiry    # when the next hysteresis ends
             if self._due is not None and now < self._due < expiry:
                 expiry = self._due      # the waiting job's due time: it may shrink others then
+            if s.order_queue and s.tier_age_s > 0:
+                expiry = min(expiry, self._aged_s + s.tier_age_s / AGE_CHECKS)
             self._quiet = (cluster.nodes_version, cluster.pending_count, expiry)
         else:
             self._quiet = None
@@ -244,12 +301,12 @@ class Elastic:
         return tuple(actions)
 
     @staticmethod
-    def _pending(cluster: Cluster, tiers: bool):
+    def _pending(cluster: Cluster, tiers: bool, hist=None):
         """(the first ``ADMIT_LOOKAHEAD`` pending jobs in priority order (queue tier, then
         submission, then id), how many). Where the caller keeps them in order (the simulator's
         ``Cluster.pending_jobs``), they are read lazily: admission stops at the first job left
-        waiting. Else (the live path) a job's tier is the one ``advise`` gives its size
-        (``tiers``; 0 for every job without)."""
+        waiting. Else (the live path) a job's tier is the one ``advise`` gives its size, or the
+        one it aged into (``_tier_now``; with ``tiers``: 0 for every job without)."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
             return iter(()), 0
@@ -257,7 +314,7 @@ class Elastic:
             n = min(len(cluster.pending_jobs), ADMIT_LOOKAHEAD)
             return islice(cluster.pending_jobs, n), n
         out = sorted((j for j in jobs.values() if j.pending),
-                     key=lambda j: (_tier_of(j) if tiers else 0, j.submit_s, j.job_id)
+                     key=lambda j: (_tier_now(j, hist) if tiers else 0, j.submit_s, j.job_id)
                      )[:ADMIT_LOOKAHEAD]
         return iter(out), len(out)
 

@@ -37,9 +37,12 @@ class ElasticSettings:
     # a job's restarts are measured; true: each job's measured cost replaces restart_cost_s
     measure_restart_cost: bool = True
     # queue tiers (sbatch --nice) by the GPU-time a job asks for (time limit x GPUs): smaller
-    # jobs first, which shortens the average JCT under a queue (the worst wait is reported
-    # against fairness_factor)
-    order_queue: bool = True
+    # jobs first, which shortens the average JCT under a queue but lets a large job wait
+    # longer than Slurm's order would (off: fairness_factor is what the policy promises)
+    order_queue: bool = False
+    # with order_queue: a pending job's tier drops by one for every this long it has waited
+    # (0: never), so no job waits behind smaller ones for good
+    tier_age_s: float = 900.0
 
 
 
@@ -55,6 +58,7 @@ _CHECKS = {
     "max_resizes_per_pass": number(SOURCE, 0, whole=True),
     "measure_restart_cost": flag(SOURCE),
     "order_queue": flag(SOURCE),
+    "tier_age_s": number(SOURCE, 0.0),
 }
 
 
