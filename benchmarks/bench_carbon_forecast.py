@@ -7,6 +7,9 @@ Rolling origin: every ``--stride-h`` hours (13 by default: coprime with 24, so o
 hour of day) after the first ``HISTORY_DAYS`` days of a file, each forecaster sees only the hours
 before the origin and predicts the next 24. MAPE is over hours whose actual value is valid and
 above 1 gCO2eq/kWh; the header names the default forecaster (``DEFAULT_FORECASTER``).
+A series shorter than ``HISTORY_DAYS`` days + 24 h is left out (said on its row) and out of the
+mean; a cell with no valid hour prints ``n/a``. The "Let's Wait Awhile" rows are labelled with
+the years they span (from 2019-12-20) and have one unlabelled column: ``--basis`` does not apply.
 
 Usage: ``python benchmarks/bench_carbon_forecast.py [--data-dir ../shared/data] [--stride-h 13]
 [--basis lca|direct] [--only SUBSTRING]``
@@ -26,18 +29,25 @@ from slurm_plugin.physics.carbon_forecast import (DEFAULT_FORECASTER, FORECASTER
                                                   HISTORY_DAYS, HourlySeries)
 from slurm_plugin.telemetry.carbon_csv import load  # noqa: E402
 
+from benchmarks._common import input_errors, positive_int  # noqa: E402
+
 HORIZONS_H = (1, 6, 24)
+CELL = 14           # a cell: "12.3/45.6/78.9"
+LWA = "lets-wait-awhile"
 
 
-def series_files(data_dir: Path) -> list[tuple[str, Path]]:
+def series_files(ap: argparse.ArgumentParser, data_dir: Path) -> list[tuple[str, Path]]:
     carbon = data_dir / "carbon"
     if not carbon.is_dir():
-        raise SystemExit(f"bench_carbon_forecast: {carbon} is missing; give --data-dir, the "
-                         "folder holding carbon/<zone>/<year>/*.csv and carbon/lets-wait-awhile/")
+        ap.error(f"--data-dir {data_dir}: {carbon} is missing; give the folder holding "
+                 "carbon/<zone>/<year>/<zone>_<year>_hourly.csv and carbon/lets-wait-awhile/")
     out = [(f"{p.parent.parent.name} {p.parent.name}", p)
            for p in sorted(carbon.glob("*/*/*_hourly.csv"))]
-    out += [(f"LWA {p.stem.split('_')[0]} 2020", p)
-            for p in sorted((carbon / "lets-wait-awhile").glob("*_ci.csv"))]
+    out += [(f"LWA {p.stem.split('_')[0]}", p) for p in sorted((carbon / LWA).glob("*_ci.csv"))]
+    if not out:
+        ap.error(f"--data-dir {data_dir}: no carbon series in {carbon}; expected "
+                 "<zone>/<year>/<zone>_<year>_hourly.csv (Electricity Maps) or "
+                 f"{LWA}/<zone>_ci.csv files")
     return out
 
 
@@ -63,35 +73,75 @@ def evaluate(series: HourlySeries, stride_h: int) -> dict[str, dict[int, tuple[f
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data")
-    ap.add_argument("--stride-h", type=int, default=13)
+    ap.add_argument("--stride-h", type=positive_int, default=13)
     ap.add_argument("--basis", choices=("lca", "direct"), default="lca")
     ap.add_argument("--only", default="", help="only series whose label contains this")
     args = ap.parse_args()
     names = list(FORECASTERS)
+    files, loaded = [], {}
+    for label, path in series_files(ap, args.data_dir):
+        if path.parent.name == LWA:     # labelled with the years it spans: read first
+            with input_errors(ap, "--data-dir: "):
+                loaded[path] = load(path, args.basis).points
+            years = sorted({time.gmtime(p.time_s).tm_year for p in loaded[path]})
+            if years:
+                label = f"{label} {years[0]}" + (f"-{years[-1]}" if years[-1] != years[0] else "")
+        if not args.only or args.only.lower() in label.lower():
+            files.append((label, path))
+    no_match = (f"--only {args.only}: no series matched; labels are ZONE YEAR (GB 2024) or "
+                "LWA <zone> <years> (LWA gb 2019-2021)")
+    if not files:
+        ap.error(no_match)
+    need_h = HISTORY_DAYS * 24 + max(HORIZONS_H)
     head = f"{'series':<18}{'hours':>6}{'gaps':>5}  " + "  ".join(
-        f"{n[:13]:>13}" for n in names)
+        f"{n[:CELL]:>{CELL}}" for n in names)
     print(f"MAPE % at 1 / 6 / 24 h ahead (basis {args.basis}, origins every {args.stride_h} h, "
           f"default forecaster: {DEFAULT_FORECASTER})")
     print(head)
     totals = {n: {h: [] for h in HORIZONS_H} for n in names}
     t0 = time.perf_counter()
-    for label, path in series_files(args.data_dir):
-        if args.only and args.only.lower() not in label.lower():
+    lwa_shown = 0
+    for label, path in files:
+        if path in loaded:
+            points = loaded[path]
+            lwa_shown += 1
+        else:
+            with input_errors(ap, "--data-dir: "):
+                points = load(path, args.basis).points
+        s = HourlySeries.from_points((p.time_s, p.gco2_per_kwh) for p in points)
+        if len(s.values) < need_h:
+            print(f"{label:<18}{len(s.values):>6}{s.gap_hours:>5}  too short, left out "
+                  f"(needs {HISTORY_DAYS} days + {max(HORIZONS_H)} h = {need_h} h)")
             continue
-        s = HourlySeries.from_points((p.time_s, p.gco2_per_kwh) for p in load(path, args.basis).points)
         res = evaluate(s, args.stride_h)
         cells = []
         for n in names:
-            cells.append("/".join(f"{res[n][h][0]:.1f}" for h in HORIZONS_H))
+            cells.append("n/a" if all(res[n][h][0] != res[n][h][0] for h in HORIZONS_H) else
+                         "/".join(f"{res[n][h][0]:.1f}" for h in HORIZONS_H))
             for h in HORIZONS_H:
-                totals[n][h].append(res[n][h][0])
-        best = {h: min(names, key=lambda n: res[n][h][0]) for h in HORIZONS_H}
+                if res[n][h][0] == res[n][h][0]:         # NaN: no valid hour, out of the mean
+                    totals[n][h].append(res[n][h][0])
+        best = {}
+        for h in HORIZONS_H:
+            valid = [n for n in names if res[n][h][0] == res[n][h][0]]
+            best[h] = min(valid, key=lambda n: res[n][h][0]) if valid else "n/a"
         print(f"{label:<18}{len(s.values):>6}{s.gap_hours:>5}  "
-              + "  ".join(f"{c:>13}" for c in cells)
-              + "   best: " + ",".join(best[h] for h in HORIZONS_H))
-    print(f"{'mean over series':<29}  " + "  ".join(
-        f"{'/'.join(f'{sum(v[h]) / max(1, len(v[h])):.1f}' for h in HORIZONS_H):>13}"
-        for v in (totals[n] for n in names)))
+              + "  ".join(f"{c:>{CELL}}" for c in cells)
+              + "   best: " + ",".join(best[h] for h in HORIZONS_H)
+              + ("" if any(b != "n/a" for b in best.values()) else
+                 " (no hour with a valid value above 1 gCO2eq/kWh)"))
+
+    def mean(v: list[float]) -> str:
+        return f"{sum(v) / len(v):.1f}" if v else "n/a"
+    if any(v[h] for n in names for v in (totals[n],) for h in HORIZONS_H):
+        print(f"{'mean over series':<29}  " + "  ".join(
+            f"{'/'.join(mean(v[h]) for h in HORIZONS_H):>{CELL}}"
+            for v in (totals[n] for n in names)))
+    else:
+        print(f"{'mean over series':<29}  n/a (no series long enough)")
+    if lwa_shown and args.basis:
+        print(f"(LWA series: one unlabelled column, so --basis {args.basis} does not apply to "
+              "them)")
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -1,4 +1,4 @@
-"""Collector pass time: one node of 8 emulated GPUs (16 jobs, half of the GPUs shared).
+"""Collector pass time: one node of 8 emulated GPUs (12 jobs, half of the GPUs shared by 2).
 
     .venv/bin/python benchmarks/bench_collector.py [--passes 200] [--live 20] [--json]
 
@@ -16,12 +16,17 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node
-from slurm_plugin.node.collector import gpu_point
-from slurm_plugin.node.emulated import EmulatedSource
-from slurm_plugin.node.ledger import Ledger
-from slurm_plugin.physics import class_names, idle_power_w
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # the checkout's package, not an installed copy
+from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node  # noqa: E402
+from slurm_plugin.node.collector import gpu_point  # noqa: E402
+from slurm_plugin.node.emulated import EmulatedSource  # noqa: E402
+from slurm_plugin.node.ledger import Ledger  # noqa: E402
+from slurm_plugin.physics import class_names, idle_power_w  # noqa: E402
+
+from benchmarks._common import nonneg_int, positive_int  # noqa: E402
 
 
 def node_of_8(t: list[float]) -> Cluster:
@@ -73,8 +78,8 @@ def live(passes: int) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--passes", type=int, default=200)
-    ap.add_argument("--live", type=int, default=0, help="live passes (0: skip)")
+    ap.add_argument("--passes", type=positive_int, default=200)
+    ap.add_argument("--live", type=nonneg_int, default=0, help="live passes (0: skip)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     res = {"in_process_pass_s": in_process(args.passes)}

@@ -1,7 +1,9 @@
 """Per-job GPU energy on shared GPUs: the reported split against the emulated GPUs' truth.
 
     eval "$(.venv/bin/wattctl localcluster env)"
-    .venv/bin/python benchmarks/bench_energy_split.py [--duration 60] [--json]
+    .venv/bin/python benchmarks/bench_energy_split.py [--duration 60] [--no-live] [--json]
+
+``--no-live``: the model part alone, no cluster needed.
 
 Live part: for 2, 3 and 4 jobs of mixed classes on one GPU of the local cluster (one shard
 each), the relative error of each job's ``job_energy`` (collector split + epilog) against the
@@ -17,12 +19,17 @@ import argparse
 import itertools
 import json
 import sys
+from pathlib import Path
 
-from slurm_plugin.model import Gpu, GpuUse, Job
-from slurm_plugin.node.emulated import gpu_state
-from slurm_plugin.node.ledger import _class_rate
-from slurm_plugin.node.split import split_interval
-from slurm_plugin.physics import class_names, idle_power_w
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # the checkout's package, not an installed copy
+from slurm_plugin.model import Gpu, GpuUse, Job  # noqa: E402
+from slurm_plugin.node.emulated import gpu_state  # noqa: E402
+from slurm_plugin.node.ledger import _class_rate  # noqa: E402
+from slurm_plugin.node.split import split_interval  # noqa: E402
+from slurm_plugin.physics import class_names, idle_power_w  # noqa: E402
+
+from benchmarks._common import positive_int  # noqa: E402
 
 GROUPS = {2: ["vgg16", "alexnet"], 3: ["lstm", "resnet18", "transformer"],
           4: ["aps", "wavenet", "alexnet", "vgg16"]}
@@ -61,7 +68,7 @@ def live(duration_s: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--duration", type=int, default=60, help="seconds each job runs")
+    ap.add_argument("--duration", type=positive_int, default=60, help="seconds each job runs")
     ap.add_argument("--no-live", action="store_true", help="model part only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

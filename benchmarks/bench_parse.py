@@ -9,18 +9,24 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import RELEASES, documents
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # the checkout's package, not an installed copy
+from slurm_plugin.slurm.snapshot import build_cluster  # noqa: E402
+from slurm_plugin.slurm.synthetic import RELEASES, documents  # noqa: E402
+
+from benchmarks._common import positive_int  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--jobs", type=int, default=10000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--nodes", type=positive_int, default=1000)
+    ap.add_argument("--gpus", type=positive_int, default=8)
+    ap.add_argument("--jobs", type=positive_int, default=10000)
+    ap.add_argument("--repeat", type=positive_int, default=3)
     ap.add_argument("--release", default="22.05", choices=sorted(RELEASES))
     args = ap.parse_args()
     nodes_doc, squeue = documents(args.release, args.nodes, args.gpus, args.jobs)

@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/bench_reconcile.py [--policy slurm-default,eaco] [--live N] [--json]
 
+``--live`` defaults to 10 passes, which need the local cluster; ``--live 0`` runs the synthetic
+part alone.
+
 The synthetic snapshot is 1,000 nodes x 8 GPUs and 10,000 jobs in the JSON of each Slurm
 release (``--release 22.05,24.11,26.05``: node listing + ``squeue --json``); one "pass" is JSON
 decode + parse into a Cluster + ``policy.reconcile`` (dry run, no Slurm command).
@@ -19,12 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from slurm_plugin.model import Readings
-from slurm_plugin.policy import get_policy
-from slurm_plugin.proc import run
-from slurm_plugin.reconcile import reconcile_pass
-from slurm_plugin.slurm.snapshot import build_cluster
-from slurm_plugin.slurm.synthetic import documents
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))      # the checkout's package, not an installed copy
+from slurm_plugin.model import Readings  # noqa: E402
+from slurm_plugin.policy import get_policy  # noqa: E402
+from slurm_plugin.proc import run  # noqa: E402
+from slurm_plugin.reconcile import reconcile_pass  # noqa: E402
+from slurm_plugin.slurm.snapshot import build_cluster  # noqa: E402
+from slurm_plugin.slurm.synthetic import RELEASES, documents  # noqa: E402
+
+from benchmarks._common import input_errors, nonneg_int, positive_int  # noqa: E402
 
 
 class NoActuator:
@@ -67,7 +74,7 @@ def live_passes(n: int) -> dict:
     for _ in range(n):
         t0 = time.perf_counter()
         out = run([sys.executable, "-m", "slurm_plugin.cli", "reconcile", "--dry-run", "--json"],
-                  timeout_s=60).stdout
+                  timeout_s=60, cwd=str(ROOT)).stdout      # the checkout's wattctl
         walls.append(time.perf_counter() - t0)
         totals.append(json.loads(out)["total_s"])
     return {"passes": n, "pass_s": statistics.median(totals),
@@ -79,10 +86,18 @@ def main() -> int:
     ap.add_argument("--policy", default="slurm-default,eaco")
     ap.add_argument("--release", default="22.05,24.11,26.05",
                     help="Slurm releases whose JSON shape the synthetic snapshot takes")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--live", type=int, default=10, help="live passes (0: skip)")
+    ap.add_argument("--repeat", type=positive_int, default=3)
+    ap.add_argument("--live", type=nonneg_int, default=10,
+                    help="live passes on the local cluster (0: skip; the default needs it)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    for release in args.release.split(","):
+        if release not in RELEASES:
+            ap.error(f"--release {args.release}: {release!r} is not a Slurm release the synthetic "
+                     f"snapshot knows; give comma-separated releases of: {', '.join(RELEASES)}")
+    with input_errors(ap, f"--policy {args.policy}: "):
+        for name in args.policy.split(","):
+            get_policy(name)
     out: dict = {"synthetic": []}
     for release in args.release.split(","):
         nodes_doc, squeue = documents(release, nodes=1000, gpus_per_node=8, jobs=10000)

@@ -8,11 +8,13 @@ Usage::
 
     python benchmarks/bench_simulate.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
         [--policies eaco,slurm-default] [--class-mixes all,eaco-paper] [--shapes 64x8,32x8] \\
-        [--concat 4] [--repeat 1]
+        [--concat 4] [--repeat 1] [--trace-format philly|canonical|pollux]
 
 Default trace: the built-in 1,000-job slice. ``--concat N`` adds the trace repeated N times
 back to back (each copy shifted by the trace's span: about 211,000 jobs for the Sep-Oct trace
-with N = 4) on the first shape. Policies default to every registered name but aliases.
+with N = 4) on the first shape (Philly traces only). Policies default to every registered name
+but aliases. ``--class-mixes``: comma-separated mixes, each a named mix (all, eaco-paper) or
+classes joined with ``+`` (``alexnet+vgg16``).
 Goal: every cell at least 2,000 jobs/s and under 1 GB peak RSS.
 """
 
@@ -29,9 +31,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from slurm_plugin.errors import CommandError, InputError  # noqa: E402
+from slurm_plugin.physics.classes import class_mix  # noqa: E402
 from slurm_plugin.policy.registry import policy_names  # noqa: E402
 from slurm_plugin.proc import run  # noqa: E402
-from slurm_plugin.sim.trace import builtin_trace  # noqa: E402
+from slurm_plugin.sim.trace import FORMATS, builtin_trace, read_trace  # noqa: E402
+
+from benchmarks._common import (goal, input_errors, input_file,  # noqa: E402
+                               nonneg_int, positive_int)
 
 ALIASES = {"baseline"}      # other names of a policy already in the table
 
@@ -43,7 +50,7 @@ from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.run import Inputs, simulate
 a = json.loads(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
-inputs = Inputs(Path(a["trace"]), "philly",
+inputs = Inputs(Path(a["trace"]), a["trace_format"],
                 ClusterSpec(nodes=a["nodes"], gpus_per_node=a["gpus_per_node"]), "GB",
                 class_mix=class_mix(a["class_mix"]))
 r = simulate(inputs, a["policy"])
@@ -71,25 +78,64 @@ def concatenated(trace: Path, copies: int, out_dir: Path) -> Path:
     return out
 
 
-def one(trace: Path, nodes: int, gpn: int, policy: str, mix: str) -> dict:
-    cfg = json.dumps({"trace": str(trace), "nodes": nodes, "gpus_per_node": gpn,
-                      "policy": policy, "class_mix": mix})
-    out = run([sys.executable, "-c", _CHILD, cfg], timeout_s=3600, cwd=str(ROOT))
+def one(trace: Path, fmt: str, nodes: int, gpn: int, policy: str, mix: str) -> dict:
+    cfg = json.dumps({"trace": str(trace), "trace_format": fmt, "nodes": nodes,
+                      "gpus_per_node": gpn, "policy": policy, "class_mix": mix})
+    try:
+        out = run([sys.executable, "-c", _CHILD, cfg], timeout_s=3600, cwd=str(ROOT))
+    except CommandError as exc:     # the child's last line (its error), not its traceback
+        last = (exc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        sys.exit(f"bench_simulate: {policy}, class mix {mix}, {trace} on {nodes}x{gpn}: "
+                 f"the run failed (exit {exc.returncode}): {last}")
     return json.loads(out.stdout)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, default=builtin_trace())
+    ap.add_argument("--trace-format", default="philly", choices=FORMATS)
     ap.add_argument("--policies", default=",".join(p for p in policy_names() if p not in ALIASES))
-    ap.add_argument("--class-mixes", default="all,eaco-paper")
+    ap.add_argument("--class-mixes", default="all,eaco-paper",
+                    help="comma-separated mixes: all, eaco-paper, or classes joined with + "
+                         "(alexnet+vgg16)")
     ap.add_argument("--shapes", default="64x8,32x8", help="NODESxGPUS_PER_NODE, comma-separated")
-    ap.add_argument("--concat", type=int, default=0, help="also the trace N times back to back")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per cell (median jobs/s)")
+    ap.add_argument("--concat", type=nonneg_int, default=0,
+                    help="also the trace N times back to back (N >= 2; 0: not)")
+    ap.add_argument("--repeat", type=positive_int, default=1, help="runs per cell (median jobs/s)")
     args = ap.parse_args()
-    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    try:
+        shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(s) != 2 or min(s) < 1 for s in shapes):
+        ap.error(f"--shapes {args.shapes}: give comma-separated NODESxGPUS_PER_NODE, "
+                 "each a positive integer (64x8,32x8)")
+    if args.concat == 1:
+        ap.error("--concat 1: the trace once is already in the table; give N >= 2 copies "
+                 "back to back, or 0 for none")
+    if args.concat and args.trace_format != "philly":
+        ap.error(f"--concat {args.concat}: only a Philly trace can be repeated back to back; "
+                 f"this one is --trace-format {args.trace_format}")
+    known = policy_names()
+    for policy in args.policies.split(","):
+        if policy not in known:
+            ap.error(f"--policies {args.policies}: {policy!r} is no policy; choose from: "
+                     f"{', '.join(known)}")
+    mixes = args.class_mixes.split(",")
+    for mix in mixes:
+        try:
+            class_mix(mix.replace("+", ","))
+        except InputError as exc:
+            ap.error(f"--class-mixes {args.class_mixes}: {exc} (here mixes are comma-separated: "
+                     "join one mix's classes with +, e.g. alexnet+vgg16)")
+    mw = max([11] + [len(m) for m in mixes])        # the class mix column's width
+    input_file(ap, "--trace", args.trace, f"a {args.trace_format} trace CSV")
+    with input_errors(ap):          # a bad trace is one error line, before any run
+        if not read_trace(args.trace, args.trace_format):
+            ap.error(f"--trace {args.trace}: no jobs in it")
     with tempfile.TemporaryDirectory() as tmp:
         traces = [(args.trace, n, g, f"{args.trace.stem} {n}x{g}") for n, g in shapes]
+        most_rss = 0.0
         if args.concat > 1:
             big = concatenated(args.trace, args.concat, Path(tmp))
             n, g = shapes[0]
@@ -98,29 +144,35 @@ def main() -> int:
         rows = []
         worst = None
         for policy in args.policies.split(","):
-            for mix in args.class_mixes.split(","):
+            for mix in mixes:
                 cells = []
                 for path, n, g, label in traces:
-                    runs = [one(path, n, g, policy, mix) for _ in range(args.repeat)]
+                    runs = [one(path, args.trace_format, n, g, policy, mix.replace("+", ","))
+                            for _ in range(args.repeat)]
                     wall = statistics.median(r["wall_s"] for r in runs)
                     cpu = statistics.median(r["cpu_s"] for r in runs)
                     rate = runs[0]["jobs"] / wall
                     rss = max(r["rss_mib"] for r in runs)
+                    most_rss = max(most_rss, rss)
                     cells.append(f"{rate:>8,.0f} {rss:>5.0f}M")
                     if worst is None or rate < worst[0]:
                         worst = (rate, policy, mix, label, rss)
-                    print(f"{policy:16} {mix:11} {label:28} {runs[0]['jobs']:>7} jobs "
+                    print(f"{policy:16} {mix:{mw}} {label:28} {runs[0]['jobs']:>7} jobs "
                           f"{wall:7.1f} s {rate:8,.0f} jobs/s ({runs[0]['jobs'] / cpu:,.0f} per "
                           f"CPU-second) peak RSS {rss:5.0f} MiB "
                           f"unfinished {runs[0]['unfinished']}", file=sys.stderr, flush=True)
                 rows.append((policy, mix, cells))
     print("jobs/s and peak RSS per policy x class mix x trace (cluster nodes x GPUs)")
-    print(f"{'policy':16} {'class mix':11}" + "".join(f" {c:>28}" for c in cols))
+    print(f"{'policy':16} {'class mix':{mw}}" + "".join(f" {c:>28}" for c in cols))
     for policy, mix, cells in rows:
-        print(f"{policy:16} {mix:11}" + "".join(f" {c:>28}" for c in cells))
+        print(f"{policy:16} {mix:{mw}}" + "".join(f" {c:>28}" for c in cells))
     if worst:
         print(f"slowest: {worst[0]:,.0f} jobs/s ({worst[1]}, {worst[2]}, {worst[3]}), "
               f"peak RSS up to {worst[4]:.0f} MiB")
+        print(goal("every cell >= 2,000 jobs/s", worst[0] >= 2000,
+                   f"slowest {worst[0]:,.0f} jobs/s"))
+        print(goal("every cell under 1 GB peak RSS", most_rss < 1024,
+                   f"largest {most_rss:,.0f} MiB"))
     return 0
 
 
