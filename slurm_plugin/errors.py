@@ -14,15 +14,21 @@ class ConfigError(WattError):
         self.source, self.key, self.value, self.fix = source, key, value, fix
         super().__init__(f"config: {source}: {key} = {value!r}: {fix}")
 
+    def __reduce__(self):       # pickled whole, so one raised in a worker process comes back
+        return type(self), (self.source, self.key, self.value, self.fix)
+
 
 class CommandError(WattError):
     """An external command failed: shows the command, its exit code and stderr."""
 
     def __init__(self, argv: list[str], returncode: int, stderr: str, stdout: str = "") -> None:
         self.argv, self.returncode, self.stderr, self.stdout = argv, returncode, stderr, stdout
-        shown = " ".join(argv)
+        shown = " ".join(map(str, argv))
         detail = stderr.strip() or stdout.strip() or "(no output)"
         super().__init__(f"command failed (exit {returncode}): {shown}\n{detail}")
+
+    def __reduce__(self):
+        return type(self), (self.argv, self.returncode, self.stderr, self.stdout)
 
 
 class TelemetryError(WattError):

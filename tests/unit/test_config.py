@@ -95,3 +95,17 @@ def test_nan_and_inf_are_no_number_in_range(tmp_path, line, key):
     for text in ("nan", "NaN", "inf", "-inf"):
         with pytest.raises(ConfigError, match=rf"\${name}: {key} = '{text}': must be a finite"):
             config.load(os.devnull, environ={name: text})
+
+
+def test_errors_with_fields_survive_a_process_boundary():
+    """Raised in a worker process (a sweep's or a benchmark's pool), they come back whole."""
+    import pickle
+
+    from slurm_plugin.errors import CommandError
+    err = pickle.loads(pickle.dumps(ConfigError("site.toml", "pal.profile", "/x", "fix it")))
+    assert (err.source, err.key, err.value, err.fix) == ("site.toml", "pal.profile", "/x",
+                                                         "fix it")
+    assert str(err) == "config: site.toml: pal.profile = '/x': fix it"
+    cmd = pickle.loads(pickle.dumps(CommandError(["sbatch", "x"], 1, "no")))
+    assert (cmd.argv, cmd.returncode, str(cmd)) == (["sbatch", "x"], 1,
+                                                    "command failed (exit 1): sbatch x\nno")
