@@ -33,56 +33,26 @@ def goal(name: str, ok: bool | None, value: str) -> str:
     return f"goal {name}: {verdict} ({value})"
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give an integer >= 1")
-    return v
+def _number(cast, lo: float, strict: bool, hi: float | None, what: str):
+    """An argparse type: ``cast(text)``, finite, at least (above, with ``strict``) ``lo`` and at
+    most ``hi``; the message says what to give."""
+    def check(text: str):
+        try:
+            v = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if cast is int else 'a number'}") from None
+        if not math.isfinite(v) or v < lo or (strict and v == lo) or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{text!r}: give {what}")
+        return v
+    return check
 
 
-def nonneg_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give an integer >= 0")
-    return v
-
-
-def share(text: str) -> float:
-    """argparse type: a fraction in [0, 1]."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a share from 0 to 1")
-    return v
-
-
-def nonneg_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number >= 0")
-    return v
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    v = nonneg_float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number > 0")
-    return v
+positive_int = _number(int, 1, False, None, "an integer >= 1")
+nonneg_int = _number(int, 0, False, None, "an integer >= 0")
+share = _number(float, 0.0, False, 1.0, "a share from 0 to 1")
+nonneg_float = _number(float, 0.0, False, None, "a number >= 0")
+positive_float = _number(float, 0.0, True, None, "a number > 0")
 
 
 def input_file(ap: argparse.ArgumentParser, option: str, value: str | Path, what: str) -> Path:
@@ -128,16 +98,11 @@ def input_errors(ap: argparse.ArgumentParser, prefix: str = "") -> Iterator[None
         ap.error(f"{prefix}{exc}")
 
 
-def pool_safe(fn):
-    """A process pool's task that raises ConfigError as InputError (the same message):
-    ConfigError does not survive the trip back to the parent (it cannot be unpickled)."""
-    import functools
-
-    @functools.wraps(fn)
-    def task(*args, **kwargs):
-        from slurm_plugin.errors import ConfigError, InputError
-        try:
-            return fn(*args, **kwargs)
-        except ConfigError as exc:
-            raise InputError(str(exc)) from None
-    return task
+def read_traces(ap: argparse.ArgumentParser, pollux: list[Path], philly: str | None) -> None:
+    """Every trace read once before any run: a bad one is one error line, exit status 2."""
+    from slurm_plugin.sim.trace import read_trace
+    with input_errors(ap):
+        for p in pollux:
+            read_trace(p, "pollux")
+        if philly:
+            read_trace(philly, "philly")

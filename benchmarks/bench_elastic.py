@@ -45,7 +45,7 @@ from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
 from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
-from benchmarks._common import (pool_safe, goal, input_errors, input_file,  # noqa: E402
+from benchmarks._common import (read_traces, goal, input_errors, input_file,  # noqa: E402
                                nonneg_float, num, positive_float, positive_int, share,
                                workload_files)
 
@@ -54,7 +54,6 @@ SITE = "elastic@site"       # elastic with the site key at --restart-s whatever 
 TIERS = "elastic@tiers"     # elastic with queue tiers (order_queue = true)
 
 
-@pool_safe
 def run_one(args: tuple) -> dict:
     path, fmt, nodes, gpn, interval, restart, share, seed, policy, site_restart = args
     jobs = read_trace(path, fmt)
@@ -122,11 +121,7 @@ def main() -> None:
     pollux = [] if a.philly_only else workload_files(ap, "--pollux-dir", a.pollux_dir)
     if a.philly:
         input_file(ap, "--philly", a.philly, "a Philly trace CSV")
-    with input_errors(ap):          # every trace read once here: a bad one is one error line
-        for p in pollux:
-            read_trace(p, "pollux")
-        if a.philly:
-            read_trace(a.philly, "philly")
+    read_traces(ap, pollux, a.philly)
     wl = max([12] + [len(p.stem) + 2 for p in pollux])     # the workload column's width
     jobs = []
     for restart in (a.restart_s, 2 * a.restart_s):

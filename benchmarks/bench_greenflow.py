@@ -44,7 +44,7 @@ from slurm_plugin.sim.run import Inputs, load_jobs, period_budget, simulate  # n
 from slurm_plugin.sim.trace import FORMATS, builtin_trace, read_trace  # noqa: E402
 from slurm_plugin.telemetry.carbon_csv import load as load_carbon_csv  # noqa: E402
 
-from benchmarks._common import (pool_safe, input_dir, input_errors, input_file,  # noqa: E402
+from benchmarks._common import (input_dir, input_errors, input_file,  # noqa: E402
                                positive_int, share)
 
 SHIFT_H = (6, 24, 72, 168)    # the time-shift ceilings printed: every job within this many hours
@@ -52,7 +52,6 @@ KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "jobs_timed_out", "unfinished
         "sim_wall_s", "makespan_s")
 
 
-@pool_safe
 def run_zone(args: tuple[str, str, str, str, int, int, float]) -> dict:
     trace, fmt, carbon_file, zone, nodes, gpn, elastic_share = args
     inputs = Inputs(Path(trace), fmt, ClusterSpec(nodes=nodes, gpus_per_node=gpn), zone,

@@ -38,13 +38,12 @@ from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
 from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
-from benchmarks._common import (pool_safe, goal, input_errors, input_file,  # noqa: E402
+from benchmarks._common import (read_traces, goal, input_errors, input_file,  # noqa: E402
                                nonneg_int, positive_int, share, workload_files)
 
 BASELINES = ("slurm-default", "tiresias", "elastic")
 
 
-@pool_safe
 def run_one(args: tuple) -> dict:
     path, fmt, nodes, gpn, interval, share, seed, policy, stat_eff, limit = args
     jobs = read_trace(path, fmt)
@@ -179,11 +178,7 @@ def main() -> None:
     a.seeds = list(dict.fromkeys(a.seeds))          # a seed once
     if a.philly:
         input_file(ap, "--philly", a.philly, "a Philly trace CSV")
-    with input_errors(ap):          # every trace read once here: a bad one is one error line
-        for p in pollux:
-            read_trace(p, "pollux")
-        if a.philly:
-            read_trace(a.philly, "philly")
+    read_traces(ap, pollux, a.philly)
     runs = []
     for stat_eff in (True, False):
         for p in pollux:

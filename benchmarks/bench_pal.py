@@ -38,14 +38,13 @@ from slurm_plugin.sim.bounds import lower_bounds  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.run import Inputs, load_jobs, simulate  # noqa: E402
 
-from benchmarks._common import (pool_safe, goal, input_dir, input_errors,  # noqa: E402
+from benchmarks._common import (goal, input_dir, input_errors,  # noqa: E402
                                input_file, positive_int)
 
 KEYS = ("geomean_jct_s", "makespan_s", "gpu_alloc_of_installed", "avg_runtime_stretch",
         "sim_wall_s", "jobs", "jobs_finished")
 
 
-@pool_safe
 def run_one(args: tuple) -> dict:
     trace, fmt, profile, label, policy, seed, nodes, gpn, limit, settings = args
     inputs = Inputs(Path(trace), fmt, ClusterSpec(nodes=nodes, gpus_per_node=gpn), "GB",
