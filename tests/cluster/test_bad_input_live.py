@@ -72,4 +72,4 @@ def test_an_elastic_range_the_cluster_cannot_hold_is_refused_before_submission(l
     # from the environment: one warning, the job goes in unchanged
     done = run(argv, env={**env, "WATTBATCH_ELASTIC": "1-999"}, check=False, timeout_s=60)
     assert done.returncode == 0 and "Submitted batch job" in done.stdout
-    assert "warning: --wb-elastic=1-999" in done.stderr, done.stderr
+    assert "warning: $WATTBATCH_ELASTIC: --wb-elastic=1-999" in done.stderr, done.stderr
