@@ -65,16 +65,13 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     before and after each Slurm step; a pass finishes what a crashed pass left half done.
     """
     from .. import live
-    from ..errors import ConfigError, StateError
+    from ..errors import StateError
 
     cfg = site_config.load()
     name = policy_name or cfg["policy.name"]
-    try:
-        policy = get_policy(name, source=cfg.source("policy.name") if not policy_name
-                            else "wattctl reconcile")
-    except ConfigError as exc:
-        raise ConfigError(exc.source, "--policy" if policy_name else "policy.name", name,
-                          exc.fix) from None
+    policy = get_policy(name, source=cfg.source("policy.name") if policy_name is None
+                        else "wattctl reconcile", key="policy.name" if policy_name is None
+                        else "--policy")
     state = Path(state_dir or cfg["reconcile.state_dir"])
     if dry_run and not state.is_dir():
         given = f"--state-dir {state}" if state_dir else \

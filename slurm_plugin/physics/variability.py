@@ -9,7 +9,8 @@ A factor must be a finite number within ``MIN_FACTOR``..``MAX_FACTOR`` (0.1-10: 
 10x slower or faster than the median one); a value outside is an input error naming the file,
 line, column and value (Longhorn's factors lie within 0.97-1.12).
 
-The file is read as UTF-8, with or without a byte-order mark (as Excel writes it).
+The file is read as UTF-8, with or without a byte-order mark (as Excel writes it); column
+names match in any case (``perfvar_classa``).
 
 Simulated clusters (``factors``): the rows in a seeded shuffled order
 (``random.Random(f"variability:{seed}")``), GPU by GPU in node and index order, cycling when
@@ -61,6 +62,12 @@ class VariabilityProfile:
         return [dict(zip(CLASSES, self.rows[order[i % len(order)]])) for i in range(gpu_count)]
 
 
+# the columns a profile may have, by their name in lower case: a header is matched in any case
+_COLUMNS = {name.lower(): name for name in (
+    *(f"PerfVar_class{c}" for c in CLASSES), *(f"cluster_class{c}" for c in CLASSES),
+    "node", "gpu_index", "uuid", "measured_at", "Node_ID", "Local_GPU_ID", "GPU_UUID")}
+
+
 def load_profile(path: str | Path | None = None) -> VariabilityProfile:
     """Read a profile; ``None`` reads the built-in Longhorn one."""
     p = Path(path) if path else data_dir() / BUILTIN_FILE
@@ -71,6 +78,7 @@ def load_profile(path: str | Path | None = None) -> VariabilityProfile:
     rows, keys, uuids, stamps, labels = [], [], [], [], []
     with fh:
         reader = csv.DictReader(fh)
+        reader.fieldnames = [_COLUMNS.get(f.strip().lower(), f) for f in reader.fieldnames or []]
         cols = [f"PerfVar_class{c}" for c in CLASSES]
         missing = [c for c in cols if c not in (reader.fieldnames or [])]
         if missing:

@@ -48,10 +48,12 @@ def builtin_policy_names() -> list[str]:
     return sorted(name for name, entry in _POLICIES.items() if isinstance(entry, str))
 
 
-def get_policy(name: str, source: str = "policy name") -> Policy:
+def get_policy(name: str, source: str = "policy name", key: str = "policy") -> Policy:
+    """The policy named ``name``; an unknown one is a ConfigError naming ``source`` (where the
+    name came from) and ``key`` (the setting or option that gave it)."""
     entry = _POLICIES.get(name)
     if entry is None:
-        raise ConfigError(source, "policy", name, f"choose one of: {', '.join(policy_names())}")
+        raise ConfigError(source, key, name, f"choose one of: {', '.join(policy_names())}")
     if callable(entry):
         return entry()
     module, cls = entry.split(":")

@@ -169,3 +169,10 @@ def test_variability_profile_with_a_byte_order_mark(tmp_path):
     p.write_text("PerfVar_classA,PerfVar_classB,PerfVar_classC,PerfVar_classD,Node_ID,"
                  "Local_GPU_ID\n1.1,1,1,1,0,3\n", encoding="utf-8-sig")
     assert load_profile(p).by_gpu() == {("0", 3): (1.1, 1.0, 1.0, 1.0)}
+
+
+def test_variability_profile_columns_match_in_any_case(tmp_path):
+    p = tmp_path / "lower.csv"
+    p.write_text("perfvar_classa,PERFVAR_CLASSB,PerfVar_ClassC,perfvar_classd,node_id,"
+                 "local_gpu_id\n1.1,1,1,1,0,3\n")
+    assert load_profile(p).by_gpu() == {("0", 3): (1.1, 1.0, 1.0, 1.0)}
