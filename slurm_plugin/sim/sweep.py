@@ -184,9 +184,8 @@ def _check_grid(p: Path, lists: dict[str, list], specs: list[ClusterSpec], trace
                                  limit_jobs=limit_jobs))
             except InputError as exc:
                 where = f" (on [[sweep.clusters]] number {i + 1})" if len(specs) > 1 else ""
-                why = str(exc).replace("use a larger --nodes or --limit-jobs",
-                                       "use a larger cluster in [[sweep.clusters]] or a "
-                                       "smaller limit_jobs")
+                why = str(exc).replace("give a larger cluster (--nodes, --gpus-per-node)",
+                                       "give a larger cluster in [[sweep.clusters]]")
                 raise _fail(p, "traces", trace or "(built-in)", f"{why}{where}") from None
 
 

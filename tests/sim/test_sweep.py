@@ -125,7 +125,7 @@ def test_an_array_counts_as_running_only_for_a_missing_cell(tmp_path, monkeypatc
     ('[[sweep.clusters]]\nnode_base_power_w = nan', "sweep.clusters.node_base_power_w = nan",
      "must be a finite number"),
     ('[[sweep.clusters]]\nnodes = 1\ngpus_per_node = 1', "sweep.traces = '(built-in)'",
-     "larger than the cluster"),
+     "larger than the cluster (1 nodes x 1 GPUs); give a larger cluster in [[sweep.clusters]]"),
     ('[sweep.slurm]\nmax_parallel = 0', "sweep.slurm.max_parallel = 0", "at least 1"),
 ])
 def test_the_whole_grid_is_checked_before_any_cell_runs(tmp_path, lines, key, needle):
