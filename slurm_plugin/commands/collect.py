@@ -32,8 +32,8 @@ def _ledger(cfg, client: InfluxClient) -> Ledger:
               help="Sample every S seconds until stopped.")
 @click.option("--count", type=click.IntRange(min=1), default=None,
               help="With --interval: stop after N samples.")
-@click.option("--source", type=click.Choice(sorted(SOURCES)), default=None,
-              help="GPU source (default: site node.gpu_source).")
+@click.option("--source", default=None,
+              help=f"GPU source: {', '.join(sorted(SOURCES))} (default: site node.gpu_source).")
 @click.option("--node", default=None,
               help="Node name (default: $SLURMD_NODENAME or host); emulated: a list or 'all'.")
 @click.option("--json", "as_json", is_flag=True, help="--once: print the readings as JSON.")
@@ -44,6 +44,10 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
     Writes gpu,cluster=..,node=..,gpu=.. points: power, energy, utilization, memory, cap."""
     if once == (interval_s is not None):
         raise click.UsageError("give exactly one of --once or --interval S")
+    if source is not None and source not in SOURCES:    # read at run time: a source may be added
+        raise click.BadParameter(f"{source!r} is not one of "
+                                 f"{', '.join(repr(k) for k in sorted(SOURCES))}",
+                                 param_hint="'--source'")
     cfg = config.load()
     name = source or cfg["node.gpu_source"]
     if name not in SOURCES:     # make_source would blame "site config", whichever layer set it

@@ -168,8 +168,17 @@ def test_users_slurm_conf_wins_over_the_sites(localcluster, shim, job_sh, tmp_pa
     assert (rc, out, err) == (0, "N\n", "") and time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("setting", [{"WATTBATCH_GPU_MEM": "abc"}, {"WATTBATCH_DRY_RUN": "maybe"},
-                                     {"WATTBATCH_ELASTIC": "9-1"}])
+def test_an_unreadable_dry_run_value_submits_nothing(localcluster, shim, job_sh, tmp_path):
+    """It may have asked for a dry run: an error naming where it came from, nothing submitted
+    (the one setting from the environment that is not a warning)."""
+    before = policies()
+    rc, out, err = call(["sbatch", "--hold", "--parsable", str(job_sh)],
+                        env_with_shim(shim, WATTBATCH_DRY_RUN="maybe"), tmp_path)
+    assert (rc, out) == (255, "") and "$WATTBATCH_DRY_RUN" in err and "'maybe'" in err
+    assert "nothing was submitted" in err and policies() == before
+
+
+@pytest.mark.parametrize("setting", [{"WATTBATCH_GPU_MEM": "abc"}, {"WATTBATCH_ELASTIC": "9-1"}])
 def test_bad_per_job_settings_never_block(localcluster, shim, job_sh, tmp_path, setting):
     env = env_with_shim(shim, **setting)
     rc, out, err = call(["sbatch", "--hold", "--parsable", str(job_sh)], env, tmp_path)
