@@ -15,7 +15,7 @@ exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``begin_s``                             ``--begin=YYYY-MM-DDTHH:MM:SS`` (local time)
 ``nice`` > 0                            ``--nice=OWN+100*nice`` (a later queue tier, added to
                                         the job's own --nice, if any)
-always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;slack=S;elastic=MIN-MAX``
+always                                  ``--comment=[user comment ]wb:policy=P;app=A;share=S;cap=W;nice=OWN;slack=S;elastic=MIN-MAX``
                                         (job_submit.lua moves the tag to AdminComment)
 ``power_cap_w``, ``batch_size``,        environment block in the script (``WATTBATCH_*``),
 memory cap, elastic                     see ``templates/``
@@ -159,10 +159,9 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
                     if e.name not in ("gpu", "shard", "mps")]
             out.args.append("--gres=" + ",".join(keep + entries))
             out.share_mode = p.share_mode
-    if p.nice:
-        own = _own_nice(view)
-        if own is not None:     # else sbatch judges the user's own value, unchanged
-            out.args.append(f"--nice={own + NICE_STEP * p.nice}")
+    own = _own_nice(view) if p.nice else 0
+    if p.nice and own is not None:      # else sbatch judges the user's own value, unchanged
+        out.args.append(f"--nice={own + NICE_STEP * p.nice}")
     if p.begin_s is not None:
         out.args.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.begin_s)))
     tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")
@@ -170,6 +169,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         tag += f";share={out.share_mode}:{p.shards}"
     if p.power_cap_w is not None:
         tag += f";cap={p.power_cap_w:.0f}"
+    if own:     # kept when reconcile moves the job to another tier
+        tag += f";nice={own}"
     if request.slack_s and "defer" not in request.opt_out:
         tag += f";slack={request.slack_s:.0f}"
     if request.min_gpus is not None and request.max_gpus is not None:

@@ -8,7 +8,8 @@ the job, what the job declared at submission and what wattbatch decided:
 
 `declared_app` is the `app=` of the comment, `tagged` whether the comment carried a wattbatch
 `wb:` tag, `policy`, `share`, `cap` (the GPU power cap in W the policy chose; the node side
-applies it, see slurm_plugin/node/power_cap.py), `slack` (how many seconds the user let the
+applies it, see slurm_plugin/node/power_cap.py), `nice` (the job's own `--nice`, which a queue
+tier set later is added to), `slack` (how many seconds the user let the
 start move, `--wb-slack`) and `elastic` (the GPU range MIN-MAX the job may be resized within,
 `--wb-elastic`), `batch` and `lr` (the global batch sizes the scheduler may choose from and the
 job's learning-rate rule, `--wb-batch-size`, `--wb-lr-scaling`) that tag's. All are hints (any user can write any comment),
@@ -39,7 +40,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   local record = string.format("wb:uid=%d;declared_app=%s;tagged=%d",
                                submit_uid, app, tagged and 1 or 0)
   if tag then
-    for _, key in ipairs({"policy", "share", "cap", "slack", "elastic", "batch", "lr"}) do
+    for _, key in ipairs({"policy", "share", "cap", "nice", "slack", "elastic", "batch", "lr"}) do
       local value = string.match(tag, "[:;]" .. key .. "=([^;%s]+)")
       if value then
         record = record .. ";" .. key .. "=" .. value

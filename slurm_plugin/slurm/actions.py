@@ -16,7 +16,7 @@ from ..errors import CommandError, InputError
 from ..model import NICE_STEP
 from .cli import slurm, slurm_json, slurm_release
 from .formats import release_tuple
-from .parse import parse_scontrol_record, with_cap
+from .parse import parse_scontrol_record, recorded_nice, with_cap
 
 # From this release on, a held job's shard request can be turned into whole GPUs
 # (``TresPerNode=gres:gpu:N``), checked on 24.11.5 and 26.05.5; 22.05 refuses it.
@@ -130,11 +130,14 @@ def take_whole_gpus(job_id: str, cfg: SiteConfig) -> None:
 
 
 def set_tier(job_id: str, tier: int, cfg: SiteConfig) -> None:
-    """A pending job's queue tier: ``Nice=NICE_STEP x tier`` (tier 0 first, as at submission
-    with ``sbatch --nice``)."""
+    """A pending job's queue tier: ``Nice=OWN + NICE_STEP x tier`` (tier 0 first, as at
+    submission with ``sbatch --nice``), where OWN is the job's own ``--nice`` that wattbatch
+    recorded in its tag (0 without)."""
     if isinstance(tier, bool) or not isinstance(tier, int) or tier < 0:
         raise InputError(f"slurm: queue tier {tier!r} for job {job_id}: give an integer >= 0")
-    _scontrol(["update", f"jobid={_check_id(job_id)}", f"Nice={NICE_STEP * tier}"], cfg)
+    shown = show_job(job_id, cfg)
+    own = recorded_nice(shown.get("AdminComment", ""), shown.get("Comment", ""))
+    _scontrol(["update", f"jobid={_check_id(job_id)}", f"Nice={own + NICE_STEP * tier}"], cfg)
 
 
 def release(job_id: str, cfg: SiteConfig) -> None:

@@ -190,6 +190,16 @@ def recorded_slack(admin_comment: str) -> float | None:
     return _recorded_number(admin_comment, "slack")
 
 
+def recorded_nice(admin_comment: str, comment: str = "") -> int:
+    """The job's own ``--nice`` that wattbatch added its queue tier to (``wb:..;nice=N``, in
+    AdminComment as job_submit.lua recorded it, else in the comment's own tag); 0 without."""
+    for text in (admin_comment, comment):
+        m = re.search(r"(?:^|\s)wb:(?:[^\s]*;)?nice=(-?\d{1,9})(?:[;\s]|$)", text or "")
+        if m:
+            return int(m.group(1))
+    return 0
+
+
 def _recorded_range(admin_comment: str, key: str) -> tuple[int, int] | None:
     m = re.search(r"(?:^|\s)wb:(?:[^\s]*;)?" + key + r"=(\d{1,9})-(\d{1,9})(?:[;\s]|$)",
                   admin_comment or "")

@@ -46,7 +46,8 @@ def env(localcluster, tmp_path) -> dict[str, str]:
 
 
 def submit(env: dict, tmp_path: Path, name: str, steps: int, step_s: float, epoch: int,
-           *train_args: str, gpus: int = 1, elastic: str = "1-4", limit_min: int = 20) -> str:
+           *train_args: str, gpus: int = 1, elastic: str = "1-4", limit_min: int = 20,
+           sbatch_args: tuple[str, ...] = ()) -> str:
     """An emulated training job through wattbatch, elastic, checkpointing where the elastic
     template says (``WATTBATCH_CHECKPOINT_DIR``); every run appends to one output file."""
     script = tmp_path / f"{name}.sh"
@@ -57,7 +58,8 @@ def submit(env: dict, tmp_path: Path, name: str, steps: int, step_s: float, epoc
         f"{TRAIN} --steps {steps} --step-s {step_s} --steps-per-epoch {epoch} --gpu-scaling 0.8 "
         f'--checkpoint "$WATTBATCH_CHECKPOINT_DIR/ckpt.json" {" ".join(train_args)}\n')
     done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=elastic",
-                f"--wb-elastic={elastic}", f"--gres=gpu:{gpus}", "-t", str(limit_min), str(script)],
+                f"--wb-elastic={elastic}", f"--gres=gpu:{gpus}", "-t", str(limit_min), *sbatch_args,
+                str(script)],
                env=env, cwd=str(tmp_path), timeout_s=60)
     return done.stdout.strip().split(";")[0]
 
@@ -235,6 +237,53 @@ def test_a_job_past_its_due_time_is_admitted_by_a_shrink_that_waiting_would_have
     finally:
         for other in (job_id, newcomer, *fill):
             actions.cancel(other, cfg)
+
+
+def test_with_order_queue_a_waiting_job_ages_into_earlier_queue_tiers(localcluster, env,
+                                                                     tmp_path):
+    """``elastic.order_queue`` live: the tier of the GPU-time a job asks (4 GPUs for 120
+    minutes: 8 h, tier 4) reaches Slurm's Nice at submission (100 a tier, added to the job's
+    own ``--nice=7``), and while the job waits, a reconcile pass moves it one tier earlier per
+    ``tier_age_s`` waited (15 s here): its Nice drops and keeps the job's own 7, nothing else
+    about it changes (still pending, not held, not requeued, its GPUs as asked), and a second
+    pass at once does nothing more."""
+    cfg = localcluster.config()
+    env = {**env, "WATTBATCH_ELASTIC_ORDER_QUEUE": "true", "WATTBATCH_ELASTIC_TIER_AGE_S": "15"}
+    nodes = sorted(n.name for n in snapshot(cfg).nodes)
+    fill = [run(["sbatch", "--parsable", "-w", n, "--gres=gpu:4", "-t", "10",
+                 "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
+            .stdout.strip().split(";")[0] for n in nodes]
+    job_id = ""
+    try:
+        for f in fill:
+            wait_job(cfg, f, lambda j: j.running)
+        job_id = submit(env, tmp_path, "aging", steps=100, step_s=0.2, epoch=10, gpus=4,
+                        limit_min=120, sbatch_args=("--nice=7",))
+        shown = actions.show_job(job_id, cfg)
+        assert shown["Nice"] == "407" and shown["JobState"] == "PENDING", shown
+        submitted = snapshot(cfg).jobs[job_id].submit_s
+        time.sleep(max(0.0, submitted + 32 - time.time()))
+        before = time.time()
+        acts = [a for a in reconcile(env) if a["job_id"] == job_id]
+        after = time.time()
+        # the tier the pass saw: 4 less one per 15 s waited, at some time within the pass
+        tiers = set(range(4 - int((after - submitted) // 15), 4 - int((before - submitted) // 15)
+                          + 1))
+        assert [(a["kind"], a["status"], a["gpus"]) for a in acts] == [("resize", "done", 4)], \
+            acts
+        assert acts[0]["nice"] in tiers and acts[0]["nice"] < 4, (acts, tiers)
+        assert "into queue tier" in acts[0]["why"], acts
+        shown = actions.show_job(job_id, cfg)
+        assert shown["Nice"] == str(7 + 100 * acts[0]["nice"]), shown
+        assert shown["JobState"] == "PENDING" and shown["Restarts"] == "0", shown
+        assert "Held" not in shown.get("Reason", "") and shown["TresPerNode"] == "gres:gpu:4", \
+            shown
+        again = [a for a in reconcile(env) if a["job_id"] == job_id and a["kind"] == "resize"]
+        assert not again or time.time() - submitted >= 15 * (5 - acts[0]["nice"]) - 1, again
+    finally:
+        for other in (*fill, job_id):
+            if other:
+                actions.cancel(other, cfg)
 
 
 @pytest.mark.parametrize("how", ["ignores-sigterm", "killed-in-checkpoint"])

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from cluster_waits import wait_job
 
+import slurm_plugin
 from slurm_plugin.node.emulated import emulated_gpus
 from slurm_plugin.proc import run
+from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.snapshot import snapshot
 from slurm_plugin.telemetry.influx import InfluxClient, quote_str
 
@@ -110,3 +113,27 @@ def test_profile_run_finds_the_slow_gpus_and_pal_pins_a_job_to_a_fast_one(localc
     print(f"pal job {job_id} ran on {gpu[0]}:{gpu[1]}; wattbatch said: {sub.stderr.strip()}")
     log = (tmp_path / f"train-{job_id}.out").read_text()
     assert f"(GPU speed factor {emulated[gpu][1][0]:.4f})" in log, log
+
+
+def test_pal_queue_tier_reaches_slurms_nice_added_to_the_jobs_own(localcluster, tmp_path):
+    """PAL orders its queue by class (the most variability-sensitive first) and, within a class,
+    by the GPU-time asked: the tier reaches Slurm as ``--nice`` (100 per tier), added to the
+    job's own ``--nice``. With the built-in Longhorn profile class A spreads most (rank 0) and B
+    next (rank 1); 2 GPUs for 120 minutes are 4 h of GPU-time: size tier 3 (one per doubling
+    over 1 h). So a class-B job asking that is in tier 1 x 13 + 3 = 16, a class-A one in 3."""
+    cfg = localcluster.config()
+    profile = Path(slurm_plugin.__file__).parent / "data" / "variability-longhorn-32gpu.csv"
+    env = {**localcluster.env, "WATTBATCH_PAL_PROFILE": str(profile), "WATTBATCH_SERVER": "0"}
+    ids = []
+    try:
+        for app, own in (("lstm", ["--nice=7"]), ("resnet18", [])):
+            sub = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=pal",
+                       f"--wb-app={app}", "--gres=gpu:2", "-t", "120", "--hold", *own,
+                       "-o", "/dev/null", "--wrap", "sleep 60"], env=env, timeout_s=60)
+            ids.append(sub.stdout.strip().split(";")[0])
+        shown = [actions.show_job(j, cfg) for j in ids]
+        assert [s.get("Nice") for s in shown] == ["1607", "300"], shown
+        assert all(s.get("JobState") == "PENDING" for s in shown), shown
+    finally:
+        for j in ids:
+            actions.cancel(j, cfg)

@@ -212,6 +212,20 @@ def test_queue_tiers_age_so_no_job_waits_behind_smaller_ones_for_good():
             if a.kind == "resize"] == ["a"]
 
 
+def test_a_reconcile_pass_ages_tiers_where_the_snapshot_does_not_count_pending_jobs():
+    """The live snapshot leaves ``pending_count`` unknown (None): a pass still ages the tiers
+    (it once read None as "nothing pending" and never aged a job on a real cluster)."""
+    jobs = {"a": Job(job_id="a", state="PENDING", gpus=4, num_nodes=2,
+                     time_limit_s=10 * 3600.0, submit_s=NOW - 3 * 900 - 1)}
+    cluster = Cluster(nodes=_idle(2, 4).nodes, jobs=jobs, taken_s=NOW)
+    assert cluster.pending_count is None
+    ctx = Context(cluster=cluster, readings=Readings(), now_s=NOW, history={},
+                  settings={"order_queue": True, "tier_age_s": 900.0})
+    moves = [(a.job_id, a.nice) for a in get_policy("elastic").reconcile(ctx)
+             if a.kind == "resize"]
+    assert moves == [("a", 4)]
+
+
 @pytest.mark.parametrize("key,value", [("restart_cost_s", -1), ("min_interval_s", "soon"),
                                        ("min_efficiency", 2.0), ("stale_s", math.nan),
                                        ("fairness_factor", 0.5), ("max_resizes_per_pass", 1.5),

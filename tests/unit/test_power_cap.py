@@ -31,6 +31,15 @@ def test_the_slack_is_read_from_the_same_record():
     assert recorded_slack("wb:slack=-1") is None
 
 
+def test_recorded_nice_reads_the_jobs_own_nice_from_admin_comment_then_comment():
+    from slurm_plugin.slurm.parse import recorded_nice
+    assert recorded_nice("wb:uid=0;declared_app=x;tagged=1;policy=pal;nice=7") == 7
+    assert recorded_nice("wb:uid=0;policy=pal", "mine wb:policy=pal;nice=-5") == -5
+    assert recorded_nice("wb:uid=0;nice=3", "wb:nice=9") == 3
+    assert recorded_nice("wb:uid=0;policy=pal", "nice=4 wb:policy=pal") == 0
+    assert recorded_nice("wb:nice=lots") == 0 and recorded_nice("") == 0
+
+
 @pytest.mark.parametrize("old", ["", "wb:uid=0;declared_app=bert;tagged=1;policy=greenflow",
                                  "wb:uid=0;cap=100;policy=g wb-energy:kwh=1", "other words"])
 def test_setting_a_cap_keeps_every_other_word_and_key(old):

@@ -104,3 +104,19 @@ def test_a_queue_tier_adds_to_the_jobs_own_nice():
     odd = _plan(tiered, view=SbatchView({"nice": "lots"})).args     # sbatch judges it alone
     assert not [a for a in odd if a.startswith("--nice")]
     assert not [a for a in _plan(Placement("elastic", 1)).args if a.startswith("--nice")]
+
+
+def test_the_jobs_own_nice_is_recorded_in_the_tag_for_a_later_tier_change():
+    """reconcile may move a waiting job to another tier; the tag keeps the job's own --nice
+    (``nice=OWN``) so the new Nice adds to it too. Nothing recorded without a tier or an own
+    value, or with a value sbatch alone judges."""
+    from slurm_plugin.slurm.parse import recorded_nice
+    tiered = Placement("elastic", 1, nice=2)
+
+    def tag(**kw) -> str:
+        return next(a for a in _plan(tiered, **kw).args if a.startswith("--comment="))
+    assert tag(view=SbatchView({"nice": "7"})).endswith(";nice=7")
+    assert recorded_nice("", tag(view=SbatchView({"nice": None}))[len("--comment="):]) == 100
+    assert ";nice=" not in tag() and ";nice=" not in tag(view=SbatchView({"nice": "lots"}))
+    untiered = _plan(Placement("elastic", 1), view=SbatchView({"nice": "7"})).args
+    assert not [a for a in untiered if ";nice=" in a]

@@ -250,7 +250,7 @@ class Elastic:
                 and q[1] == cluster.pending_count and now < q[2]:
             return ()
         aged: list[Action] = []
-        if s.order_queue and s.tier_age_s > 0 and cluster.pending_count and \
+        if s.order_queue and s.tier_age_s > 0 and cluster.pending_at_least(1) and \
                 now >= self._aged_s + s.tier_age_s / AGE_CHECKS:
             self._aged_s = now
             aged = _age_tiers(self.name, cluster, now, s, ctx.history)
