@@ -164,7 +164,9 @@ def _check_plot(path: Path) -> None:
                    "(the 8 measured classes), 'eaco-paper' (alexnet,resnet18,vgg16: the measured "
                    "classes among the EaCO paper's workloads) or comma-separated class names.")
 @click.option("--limit-jobs", type=click.IntRange(1), default=None, help="Only the first N jobs by submit time.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --compare).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object (a list with --compare; with --sweep: the summary, "
+                   "the failed cells and those left).")
 @click.option("--timeline", "timeline_file", type=click.Path(path_type=Path), default=None,
               help="Write the power/occupancy timeline CSV (one row per interval between events; "
                    "with --compare, one file per policy: NAME inserted before the suffix).")
@@ -174,7 +176,7 @@ def _check_plot(path: Path) -> None:
               help="Run the grid of a sweep TOML file (policies x seeds x zones x clusters x "
                    "traces; see docs/simulator.md): cells already done are skipped; one JSON "
                    "line per cell in OUTPUT/results.jsonl and a summary with the spread over "
-                   "seeds. Other flags are ignored.")
+                   "seeds; exit 1 when a cell failed. Other flags but --json are ignored.")
 @click.option("--backend", type=click.Choice(["local", "slurm"]), default=None,
               help="With --sweep: local cores, or one Slurm job array (default: the file's).")
 @click.option("--workers", type=click.IntRange(1), default=None,
@@ -197,7 +199,7 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     wrapping around. The same inputs and --seed give the same numbers.
     """
     if sweep_file is not None:
-        _sweep(sweep_file, backend, workers, wait_s, sweep_cell)
+        _sweep(sweep_file, backend, workers, wait_s, sweep_cell, as_json)
         return
     if (policy is None) == (compare is None):
         raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
@@ -318,9 +320,10 @@ def _cells_bar(done: int, total: int) -> None:
 
 
 def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
-           cell: int | None) -> None:
-    from ..sim.sweep import load_sweep
-    from ..sim.sweep_run import gather, run_cell, run_local, submit_array, wait_array
+           cell: int | None, as_json: bool = False) -> None:
+    from ..sim.sweep import load_sweep, summary
+    from ..sim.sweep_run import (array_failures, gather, run_cell, run_local, submit_array,
+                                 wait_array)
     sweep = load_sweep(path)
     if cell is not None:
         run_cell(sweep, cell)
@@ -328,23 +331,42 @@ def _sweep(path: Path, backend: str | None, workers: int | None, wait_s: float,
     for name in {c.policy for c in sweep.cells}:
         get_policy(name, f"{path}: sweep.policies")
     report = _cells_bar if _progress_bar() is not None else None
-    if (backend or sweep.backend) == "slurm":
+    on_slurm = (backend or sweep.backend) == "slurm"
+    job: str | None = None
+    failed: list[dict[str, Any]] = []
+    left: list[int] = []
+    if on_slurm:
         job = submit_array(sweep)
         if job:
             click.echo(f"sweep: {len(sweep.missing())} cells in Slurm job array {job}", err=True)
         wait_array(sweep, wait_s, progress=report)
-        errors = []
     else:
-        errors = run_local(sweep, workers, report)
+        failed = run_local(sweep, workers, report)
     if report is not None:
         click.echo("", err=True)
     lines, table = gather(sweep)
-    click.echo(table)
-    left = len(sweep.cells) - len(lines)
-    click.echo(f"sweep: {len(lines)}/{len(sweep.cells)} cells in {sweep.output / 'results.jsonl'}"
-               + (f"; {len(errors)} failed (below): fix the cause, then run again" if errors
-                  else f"; {left} left (run again to resume)" if left else ""), err=True)
-    for e in errors:
-        click.echo(f"sweep: {e}", err=True)
-    if errors:
+    if on_slurm:        # a missing cell no task can still write failed, as a local one does
+        failed, left = array_failures(sweep)
+    rerun = f"wattctl simulate --sweep {sweep.path}" + (f" --backend {backend}" if backend else "")
+    results = sweep.output / "results.jsonl"
+    if as_json:
+        click.echo(json.dumps({"sweep": str(sweep.path),
+                               "backend": "slurm" if on_slurm else "local", "job_id": job,
+                               "cells": len(sweep.cells), "finished": len(lines),
+                               "results": str(results), "summary": summary(lines),
+                               "failed": failed, "left": left}, indent=1))
+    else:
+        click.echo(table)
+    notes = []
+    if failed:
+        notes.append(f"{len(failed)} failed (below): fix the cause, then run again"
+                     + (f" ({rerun}: it submits only the missing cells)" if on_slurm else ""))
+    if left:
+        notes.append(f"{len(left)} left" + (f" in Slurm job array {job}" if job else "")
+                     + " (run again to resume)")
+    click.echo(f"sweep: {len(lines)}/{len(sweep.cells)} cells in {results}"
+               + "".join(f"; {n}" for n in notes), err=True)
+    for f in failed:
+        click.echo(f"sweep: cell {f['cell']}: {f['error']}", err=True)
+    if failed:
         raise click.exceptions.Exit(1)

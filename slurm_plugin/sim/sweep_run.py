@@ -59,12 +59,12 @@ def run_cell(sweep: Sweep, index: int) -> Path:
 
 
 def run_local(sweep: Sweep, workers: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> list[str]:
-    """Run the missing cells on local cores, ``workers`` at once; returns one error line per
-    failed cell (the others' files are written)."""
+              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Run the missing cells on local cores, ``workers`` at once; returns one failure per
+    failed cell (``cell``, ``key``, ``error``; the others' files are written)."""
     todo = sweep.missing()
     total, done = len(sweep.cells), len(sweep.cells) - len(todo)
-    errors: list[str] = []
+    errors: list[dict[str, Any]] = []
     if progress:
         progress(done, total)
     n = workers or sweep.workers or os.cpu_count() or 1
@@ -75,11 +75,12 @@ def run_local(sweep: Sweep, workers: int | None = None,
             try:
                 fut.result()
             except CommandError as exc:
-                errors.append(f"cell {futures[fut].index}: {exc}")
+                cell = futures[fut]
+                errors.append({"cell": cell.index, "key": cell.key, "error": str(exc)})
             done += 1
             if progress:
                 progress(done, total)
-    return errors
+    return sorted(errors, key=lambda e: e["cell"])
 
 
 # ---------------------------------------------------------------- the Slurm job array
@@ -87,24 +88,38 @@ def _state_file(sweep: Sweep) -> Path:
     return sweep.output / "array.json"
 
 
+def _array_state(sweep: Sweep) -> tuple[str, list[int]]:
+    """The job id of the sweep's last array and the cells it was given ("" and []: none)."""
+    try:
+        state = json.loads(_state_file(sweep).read_text())
+    except (OSError, ValueError):
+        return "", []
+    cells = state.get("cells", [])
+    given = [c for c in cells if isinstance(c, int)] if isinstance(cells, list) else []
+    return str(state.get("job_id", "")), given
+
+
+def _array_tasks(job: str) -> dict[str, str]:
+    """Slurm's state of each task of array ``job`` that its queue still holds (task id, or a
+    pending range Slurm did not expand, -> state); empty once squeue no longer knows the job."""
+    out = proc.run(["squeue", "-h", "-r", "-j", job, "-o", "%K %T"], check=False, timeout_s=60)
+    if out.returncode != 0:
+        return {}
+    return {task: state.strip() for task, state in
+            (ln.split(None, 1) for ln in out.stdout.splitlines() if " " in ln)}
+
+
 def array_running(sweep: Sweep) -> str | None:
     """The job id of this sweep's array while Slurm still holds a task of it that can still
     write a missing cell (pending, running, ...), else None. A task that is only completing,
     or one whose cell file is there, does not count: a rerun after a cell was lost must not
     wait on the old array's tail."""
-    try:
-        state = json.loads(_state_file(sweep).read_text())
-    except (OSError, ValueError):
-        return None
-    job = str(state.get("job_id", ""))
+    job, _ = _array_state(sweep)
     if not job:
         return None
-    out = proc.run(["squeue", "-h", "-r", "-j", job, "-o", "%K %T"], check=False, timeout_s=60)
-    if out.returncode != 0:
-        return None
     missing = {c.index for c in sweep.missing()}
-    for task, slurm_state in (ln.split(None, 1) for ln in out.stdout.splitlines() if " " in ln):
-        if slurm_state.strip() in _ENDING:
+    for task, slurm_state in _array_tasks(job).items():
+        if slurm_state in _ENDING:
             continue
         if not task.isdigit() or int(task) in missing:
             return job
@@ -113,6 +128,47 @@ def array_running(sweep: Sweep) -> str | None:
 
 _ENDING = frozenset({"COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
                      "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"})
+
+
+def array_failures(sweep: Sweep) -> tuple[list[dict[str, Any]], list[int]]:
+    """The missing cells after an array: those no task of it can still write (failed: one dict
+    each with ``cell``, ``key``, ``error`` and, for a cell the array was given, ``job_id``,
+    ``array_task_id`` (the cell's index), ``slurm_job`` (JOB_TASK), ``state`` (Slurm's, while
+    its queue still shows the task) and ``log``), and those a queued or running task still may
+    write (left: their indexes)."""
+    missing = sweep.missing()
+    if not missing:
+        return [], []
+    job, given = _array_state(sweep)
+    tasks = _array_tasks(job) if job else {}
+    unexpanded = any(not t.isdigit() and s not in _ENDING for t, s in tasks.items())
+    own_log = not any(o.startswith(("--output", "-o")) for o in sweep.sbatch_options)
+    failed: list[dict[str, Any]] = []
+    left: list[int] = []
+    for cell in missing:
+        state = tasks.get(str(cell.index))
+        if cell.index in given and (unexpanded or (state and state not in _ENDING)):
+            left.append(cell.index)
+            continue
+        if cell.index not in given:
+            failed.append({"cell": cell.index, "key": cell.key, "error":
+                           f"its file went missing after Slurm job array {job} was submitted, "
+                           f"which does not hold it" if job else
+                           "no Slurm job array was submitted for it"})
+            continue
+        log = sweep.output / "logs" / f"{job}_{cell.index}.out" if own_log else None
+        if log is None:
+            where = "where [sweep.slurm] options' --output puts it"
+        else:
+            where = str(log) if log.exists() else \
+                f"{log} (not there: the task may never have started)"
+        ended = f"ended {state}" if state else "left Slurm's queue"
+        failed.append({"cell": cell.index, "key": cell.key, "job_id": job,
+                       "array_task_id": cell.index, "slurm_job": f"{job}_{cell.index}",
+                       "state": state, "log": str(log) if log else None,
+                       "error": f"array task {job}_{cell.index} {ended} without writing its "
+                                f"cell file; its log: {where}"})
+    return failed, left
 
 
 def submit_array(sweep: Sweep) -> str | None:

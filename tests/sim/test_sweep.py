@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -154,3 +155,110 @@ def test_a_sweep_with_a_failed_cell_exits_non_zero(tmp_path, monkeypatch, capsys
     assert out.value.code not in (0, None)
     err = capsys.readouterr().err
     assert "cell 0: command failed (exit 3)" in err and "1 failed (below)" in err
+
+
+SLURM_SWEEP = """
+[sweep]
+output = "out"
+policies = ["slurm-default", "fifo-packed"]
+seeds = [0, 1]
+limit_jobs = 5
+backend = "slurm"
+"""
+
+
+def _slurm_sweep(tmp_path, monkeypatch, done, squeue_out):
+    """A Slurm-backend sweep with the files of cells ``done``; ``sbatch`` and ``squeue`` answer
+    as a cluster would (the gather step reads only the cell files and the array's state)."""
+    import subprocess
+
+    from slurm_plugin.sim import sweep_run
+    from slurm_plugin.sim.sweep import cell_line
+
+    path = _write(tmp_path, SLURM_SWEEP)
+    sweep = load_sweep(path)
+    for c in sweep.cells:
+        if c.index in done:
+            sweep.cell_file(c).parent.mkdir(parents=True, exist_ok=True)
+            sweep.cell_file(c).write_text(json.dumps(cell_line(c, {"energy_kwh": 1.0 + c.seed})))
+    calls = []
+
+    def fake_run(argv, **_):
+        calls.append(argv[0])
+        out = "Submitted batch job 78\n" if argv[0] == "sbatch" else squeue_out
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(sweep_run.proc, "run", fake_run)
+    return path, sweep, calls
+
+
+def _wattctl(monkeypatch, capsys, *args):
+    """``wattctl ARGS`` through its own entry point: (exit code, stdout, stderr)."""
+    import sys
+
+    from slurm_plugin import cli
+
+    monkeypatch.setattr(sys, "argv", ["wattctl", *args])
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as out:
+        code = out.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("squeue_out, state", [("2 FAILED\n", "ended FAILED"),
+                                               ("", "left Slurm's queue")])
+def test_a_slurm_sweep_with_a_failed_task_exits_as_a_local_one_does(tmp_path, monkeypatch,
+                                                                    capsys, squeue_out, state):
+    # the array's task for cell 2 ended without its file: this exited 0 ("1 left")
+    path, sweep, calls = _slurm_sweep(tmp_path, monkeypatch, {0, 1, 3}, squeue_out)
+    code, out, err = _wattctl(monkeypatch, capsys, "simulate", "--sweep", str(path), "--json")
+    assert code == 1 and calls == ["sbatch", "squeue", "squeue"]   # the local backend's code
+    log = sweep.output / "logs" / "78_2.out"
+    assert f"cell 2: array task 78_2 {state} without writing its cell file; its log: {log}" in err
+    assert "3/4 cells" in err and "1 failed (below)" in err
+    assert f"run again (wattctl simulate --sweep {path}: it submits only the missing cells)" in err
+    report = json.loads(out)
+    assert report["failed"] == [{"cell": 2, "key": sweep.cells[2].key, "job_id": "78",
+                                 "array_task_id": 2, "slurm_job": "78_2",
+                                 "state": squeue_out.split()[1] if squeue_out else None,
+                                 "log": str(log), "error": report["failed"][0]["error"]}]
+    assert report["left"] == [] and report["finished"] == 3 and report["job_id"] == "78"
+    # what exists is written as before
+    lines = [json.loads(x) for x in (sweep.output / "results.jsonl").read_text().splitlines()]
+    assert [x["cell"] for x in lines] == [0, 1, 3]
+    assert "± " in (sweep.output / "summary.txt").read_text()
+
+
+def test_a_slurm_sweep_with_cells_still_queued_or_all_done_exits_zero(tmp_path, monkeypatch,
+                                                                     capsys):
+    path, sweep, calls = _slurm_sweep(tmp_path, monkeypatch, {0, 1, 3}, "2 PENDING\n")
+    code, out, err = _wattctl(monkeypatch, capsys, "simulate", "--sweep", str(path), "--json")
+    assert code == 0 and "1 left in Slurm job array 78 (run again to resume)" in err
+    assert json.loads(out)["failed"] == [] and json.loads(out)["left"] == [2]
+    sweep.cell_file(sweep.cells[2]).write_text(sweep.cell_file(sweep.cells[0]).read_text())
+    calls.clear()
+    code, out, err = _wattctl(monkeypatch, capsys, "simulate", "--sweep", str(path))
+    assert code == 0 and calls == ["squeue"] and "4/4 cells" in err and "failed" not in err
+
+
+def test_array_failures_names_cells_outside_the_array_and_other_logs(tmp_path, monkeypatch):
+    from slurm_plugin.sim import sweep_run
+
+    path, sweep, _ = _slurm_sweep(tmp_path, monkeypatch, {0, 1}, "2 RUNNING\n3 COMPLETED\n")
+    (sweep.output / "array.json").write_text(json.dumps({"job_id": "78", "cells": [2, 3]}))
+    failed, left = sweep_run.array_failures(sweep)
+    assert left == [2] and [f["cell"] for f in failed] == [3]
+    assert failed[0]["error"].startswith("array task 78_3 ended COMPLETED without writing its "
+                                         "cell file; its log: ")
+    sweep.cell_file(sweep.cells[1]).unlink()        # lost after the array was submitted
+    failed, left = sweep_run.array_failures(sweep)
+    assert [f["cell"] for f in failed] == [1, 3]
+    assert failed[0]["error"] == ("its file went missing after Slurm job array 78 was submitted, "
+                                  "which does not hold it")
+    own = replace(sweep, sbatch_options=("--output=/elsewhere/%A_%a.log",))
+    failed, _ = sweep_run.array_failures(own)
+    assert failed[1]["log"] is None and failed[1]["error"].endswith(
+        "its log: where [sweep.slurm] options' --output puts it")
