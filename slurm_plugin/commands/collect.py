@@ -7,7 +7,6 @@ import json
 import click
 
 from .. import config
-from ..errors import ConfigError
 from ..node.collector import collect_once, run_loop
 from ..node.ledger import CachedIntensity, Ledger
 from ..node.source import SOURCES, make_source, node_name
@@ -50,10 +49,8 @@ def collect(once: bool, interval_s: float | None, count: int | None, source: str
                                  param_hint="'--source'")
     cfg = config.load()
     name = source or cfg["node.gpu_source"]
-    if name not in SOURCES:     # make_source would blame "site config", whichever layer set it
-        raise ConfigError(cfg.source("node.gpu_source"), "node.gpu_source", name,
-                          f"choose one of: {', '.join(sorted(SOURCES))}")
-    gpu_source = make_source(name, node or node_name(), cfg)
+    gpu_source = make_source(name, node or node_name(), cfg,
+                             "--source" if source else cfg.source("node.gpu_source"))
     client = InfluxClient.from_config(cfg)
     ledger = _ledger(cfg, client)
     if once:

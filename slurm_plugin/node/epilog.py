@@ -40,7 +40,7 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
     if mine:
         result = from_ledger(job_id, node, {**mine, "app": entry.get("app", "")}, now_s, carbon)
     elif state_path(state_dir, job_id).exists():
-        source = make_source(cfg["node.gpu_source"], node, cfg)
+        source = make_source(cfg["node.gpu_source"], node, cfg, cfg.source("node.gpu_source"))
         result = finish(source, node, job_id, state_dir, now_s, carbon)
         print(f"wattbatch epilog: job {job_id}: no collector ledger on {node}; energy from the "
               "GPU counters since the prolog (a shared GPU is charged in full)", file=sys.stderr)

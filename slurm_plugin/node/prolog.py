@@ -52,7 +52,8 @@ def prolog(environ: Mapping[str, str]) -> str:
         gpus = allocated_gpus(cfg, job_id, node_name())     # shard / MPS jobs
     if not gpus:
         return f"{keyed}job {job_id}: no GPUs, nothing to record"
-    source = make_source(cfg["node.gpu_source"], node_name(), cfg)
+    source = make_source(cfg["node.gpu_source"], node_name(), cfg,
+                         cfg.source("node.gpu_source"))
     ledger.reopen(cfg["node.state_dir"], job_id)        # a run after a requeue: a new ledger
     record_start(source, job_id, gpus, cfg["node.state_dir"], time.time())
     return f"{keyed}job {job_id}: recorded start energy of GPUs {list(gpus)}"

@@ -117,8 +117,10 @@ SOURCES: dict[str, Callable[[str, Any], GpuSource]] = {
 }
 
 
-def make_source(name: str, node: str, cfg: Any) -> GpuSource:
+def make_source(name: str, node: str, cfg: Any, origin: str = "site config") -> GpuSource:
+    """The GPU source ``name`` of ``node``; an unknown name is blamed on ``origin``, where it
+    came from (the site file, a ``$WATTBATCH_*`` variable, ``--source``)."""
     if name not in SOURCES:
-        raise ConfigError("site config", "node.gpu_source", name,
+        raise ConfigError(origin, "node.gpu_source", name,
                           f"choose one of: {', '.join(sorted(SOURCES))}")
     return SOURCES[name](node, cfg)

@@ -1,9 +1,10 @@
-"""`wattctl collect`: a bad GPU source is blamed on where it came from."""
+"""`wattctl collect` and the node hooks: a bad GPU source is blamed on where it came from."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from slurm_plugin.cli import group as wattctl
@@ -42,3 +43,34 @@ def test_a_source_registered_at_run_time_is_accepted(monkeypatch, tmp_path):
     monkeypatch.setitem(sources.SOURCES, "fake", Fake)
     r = CliRunner().invoke(wattctl, ["collect", "--once", "--source", "fake", "--node", "g1"])
     assert seen == ["g1"] and "stop here" in str(r.exception)
+
+
+def test_make_source_names_where_the_value_came_from():
+    from slurm_plugin.node.source import make_source
+    with pytest.raises(ConfigError) as exc:
+        make_source("nvm", "g1", None, "$WATTBATCH_NODE_GPU_SOURCE")
+    assert str(exc.value) == ("config: $WATTBATCH_NODE_GPU_SOURCE: node.gpu_source = 'nvm': "
+                              "choose one of: emulated, nvml")
+    with pytest.raises(ConfigError, match="^config: site config: node.gpu_source = 'nvm'"):
+        make_source("nvm", "g1", None)      # a caller that does not know
+
+
+def test_a_bad_source_from_the_environment_is_blamed_on_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("WATTBATCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WATTBATCH_SITE_CONFIG", os.devnull)
+    monkeypatch.setenv("WATTBATCH_NODE_GPU_SOURCE", "nvm")
+    r = CliRunner().invoke(wattctl, ["collect", "--once"])
+    assert isinstance(r.exception, ConfigError)
+    assert "config: $WATTBATCH_NODE_GPU_SOURCE: node.gpu_source = 'nvm'" in str(r.exception)
+
+
+def test_the_prolog_blames_a_bad_source_on_where_it_came_from(tmp_path):
+    from slurm_plugin.node.prolog import prolog
+    site = tmp_path / "site.toml"
+    site.write_text('[node]\ngpu_source = "nvm"\n')
+    env = {"SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "0", "WATTBATCH_SITE_CONFIG": str(site),
+           "WATTBATCH_NODE_STATE_DIR": str(tmp_path / "state")}
+    with pytest.raises(ConfigError, match=f"^config: {site}: node.gpu_source = 'nvm'"):
+        prolog(env)
+    with pytest.raises(ConfigError, match="^config: \\$WATTBATCH_NODE_GPU_SOURCE: "):
+        prolog({**env, "WATTBATCH_NODE_GPU_SOURCE": "nvm"})
