@@ -10,8 +10,10 @@ a bad option): a bad ``--wb-*`` option on the command line (nothing submitted). 
 
 A dry run (``--wb-dry-run`` or ``--wb-json``, from any of the three sources) never runs sbatch
 to submit: a bad setting elsewhere prints the job as it would go in unchanged; arguments sbatch
-would reject (an unknown option, a script that cannot be read) and a dry-run value that cannot
-be read are an error, exit 255. Outside a dry run sbatch reports its own syntax errors.
+would reject (an unknown option, a bad value such as ``-t bogus``, a script that cannot be read)
+and a dry-run value that cannot be read are an error, exit 255, wherever the dry run was asked
+for (a ``#WATTBATCH`` line is looked for in a script file even beside a command line sbatch
+rejects). Outside a dry run sbatch reports its own syntax errors.
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
         early = cli_wb                  # said once the script is read (it may be --wb-off)
     try:
         dry, _ = dry_run_wanted(cmd.wb_words, [], io.environ)
+        if cmd.error and not (dry or info or early.off):
+            dry = _dry_run_in_script(cmd, io.environ)
     except WbOptionError as exc:
         return _dry_run_unreadable(exc, io)
     if info or ((early.off or cmd.error or cmd.hetjob) and not dry):
@@ -171,13 +175,14 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
                           cmd, plain, script, wrap, wb, io)
     except Exception as exc:                                    # noqa: BLE001 - fail-open
         return _fail_open(exc, cmd, plain, script, wrap, wb, io)
+    if outcome.cfg is not None and outcome.unchanged_reason:   # a value sbatch would reject
+        if wb.dry_run:
+            return _dry_run_error(dry or "command line", outcome.unchanged_reason,
+                                  "fix that value", io)
+        return _sbatch(_unchanged(cmd, plain, script, wrap), outcome.cfg, io)
     for warning in outcome.warnings:
         io.err.write(f"wattbatch: warning: {warning}\n")
     _say_dry_run_source(wb, io)     # after the decision: a fall-back's warning says it instead
-    if outcome.cfg is not None and outcome.unchanged_reason:
-        if wb.dry_run:
-            return _print_dry_run(outcome, text, io, wb.json)
-        return _sbatch(_unchanged(cmd, plain, script, wrap), outcome.cfg, io)
     if wb.dry_run:
         return _print_dry_run(outcome, outcome.script, io, wb.json)
     if wb.explain:
@@ -203,6 +208,21 @@ def _dry_run_unreadable(exc: WbOptionError, io: Io) -> int:
     io.err.write(f"wattbatch: error: {reason}; it may ask for a dry run, so nothing was "
                  "submitted (fix or remove it)\n")
     return EXIT_WB_USAGE
+
+
+def _dry_run_in_script(cmd: CommandLine, environ: Mapping[str, str]) -> str:
+    """Where the script asks for a dry run, read before handing sbatch a command line it
+    rejects ("" if nowhere). Only a regular file is read: sbatch reads no script then, so
+    standard input, a pipe or a descriptor is left as it is. Raises :class:`WbOptionError`
+    for a dry-run value that cannot be read."""
+    if cmd.script is None or not script_io.is_regular_file(cmd.script):
+        return ""
+    try:
+        with open(cmd.script, "rb") as fh:
+            text = fh.read().decode("utf-8", "surrogateescape")
+    except OSError:
+        return ""                       # sbatch says why, if it gets that far
+    return dry_run_wanted(cmd.wb_words, parse_script(text).wb_lines, environ)[0]
 
 
 def _dry_run_error(dry: str, what: str, fix: str, io: Io) -> int:

@@ -17,7 +17,7 @@ from slurm_plugin.errors import ConfigError
 from slurm_plugin.history import read_view
 from slurm_plugin.model import JobRequest, Placement
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.registry import get_policy
+from slurm_plugin.policy.registry import get_policy, policy_names
 from slurm_plugin.record import field, record
 
 from . import translate
@@ -166,15 +166,27 @@ def _check_elastic_range(lo: int, hi: int, cluster_gpus: int) -> None:
                             f"give a MAX of at most {cluster_gpus}", key="elastic")
 
 
-def _policy(name: str, wb: WbSettings) -> Any:
-    """The policy named by ``--wb-policy`` (the user's error if unknown) or ``policy.name``."""
-    if not wb.policy:
-        return get_policy(name, source="policy.name")
-    try:
-        return get_policy(name, source="wattbatch --wb-policy")
-    except ConfigError as exc:
-        raise WbOptionError(f"--wb-policy={name!r}: unknown policy; {exc.fix} "
-                            "(see `wattctl policies`)", key="policy") from None
+def _policy(name: str, wb: WbSettings, cfg: Any) -> Any:
+    """The policy named by ``--wb-policy`` (the user's error if unknown) or ``policy.name``.
+
+    An unknown name says where it was set, the names known and how to fix it: a
+    :class:`WbOptionError` for ``--wb-policy`` (the caller puts where it was set in front), a
+    :class:`ConfigError` for the site's ``policy.name``."""
+    known = policy_names()
+    if name in known:
+        return get_policy(name)
+    names = ", ".join(known)
+    if wb.policy:
+        where = wb.sources.get("policy", "command line")
+        fix = (f"choose one of: {names}, or leave --wb-policy out for the site's policy"
+               if where == "command line" else
+               f"set {where} to one of: {names}, or unset it" if where.startswith("$") else
+               f"change that #WATTBATCH policy= setting to one of: {names}, or remove it")
+        raise WbOptionError(f"--wb-policy={name!r}: unknown policy; {fix}", key="policy")
+    where = cfg.source("policy.name")
+    fix = (f"set {where} to one of: {names}, or unset it" if where.startswith("$") else
+           f"set policy.name in {where} to one of: {names}")
+    raise ConfigError(where, "policy.name", name, f"unknown policy; {fix}")
 
 
 def _settings(cfg: Any, name: str) -> dict[str, Any]:
@@ -203,14 +215,14 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
     out = Outcome(cfg=cfg, policy=name, original=text, script=text, wrap=view.has("wrap"))
     try:
         request = build_request(view, wb, script=cmd.script, now_s=now_s, environ=environ)
-    except ValueError as exc:
-        out.unchanged_reason = f"sbatch will judge the value {exc}"
+    except ValueError as exc:        # sbatch says so itself; a dry run stops on it
+        out.unchanged_reason = str(exc)
         return out
     out.request = request
     late = deadline_warning(wb, request.time_limit_s, now_s)
     if late:
         out.warnings.append(late)
-    policy = _policy(name, wb)
+    policy = _policy(name, wb, cfg)
     cluster = _Lazy(lambda: providers.snapshot(cfg))
     readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
     settings = _settings(cfg, name)

@@ -20,7 +20,7 @@ from .wb_options import WbSettings
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
-    from typing import Mapping
+    from typing import Callable, Mapping
 
 
 @record
@@ -55,37 +55,31 @@ def merge(cli: list[OptUse], script: list[OptUse], environ: Mapping[str, str]) -
 # --- time formats ---------------------------------------------------------------------------
 
 _UNLIMITED = ("infinite", "unlimited", "-1")
+_TIME = re.compile(r"(?:([0-9]+)-([0-9]+)(?::([0-9]+))?(?::([0-9]+))?"
+                   r"|([0-9]+)(?::([0-9]+))?(?::([0-9]+))?)")
+_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED/INFINITE"
 
 
 def parse_time_limit_s(text: str) -> float | None:
     """Slurm ``--time``: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; UNLIMITED/INFINITE -> None.
 
     ``0`` means no limit too (sbatch: "a time limit of zero requests that no time limit be
-    imposed"). Raises ``ValueError`` on anything else."""
+    imposed"). Raises ``ValueError`` on anything else, naming the value and the forms sbatch
+    takes."""
     t = text.strip().lower()
     if t in _UNLIMITED or t == "0":
         return None
-    days = 0
-    if "-" in t:
-        d, _, t = t.partition("-")
-        days = int(d)
-        parts = [int(p) for p in t.split(":")]
-        if not 1 <= len(parts) <= 3:
-            raise ValueError(text)
-        h, m, s = (parts + [0, 0])[:3]
-    else:
-        parts = [int(p) for p in t.split(":")]
-        if len(parts) == 1:
-            h, m, s = 0, parts[0], 0
-        elif len(parts) == 2:
-            h, m, s = 0, parts[0], parts[1]
-        elif len(parts) == 3:
-            h, m, s = parts
-        else:
-            raise ValueError(text)
-    if min(days, h, m, s) < 0:
-        raise ValueError(text)
-    return float(((days * 24 + h) * 60 + m) * 60 + s)
+    m = _TIME.fullmatch(t)
+    if m is None:
+        raise ValueError(f"--time={text!r}: not a time limit sbatch takes; give {_TIME_FORMS} "
+                         "(e.g. --time=90 or --time=1-12:00:00)")
+    if m.group(1) is not None:                     # D-H[:M[:S]]
+        days, h, mi, s = (int(g or 0) for g in m.group(1, 2, 3, 4))
+    else:                                          # M, M:S, H:M:S
+        days = 0
+        parts = [int(g) for g in m.group(5, 6, 7) if g is not None]
+        h, mi, s = parts if len(parts) == 3 else (0, *parts, 0)[:3]
+    return float(((days * 24 + h) * 60 + mi) * 60 + s)
 
 
 _UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
@@ -225,7 +219,12 @@ def gpu_ask(view: SbatchView, nodes: int) -> GpuAsk:
                 return GpuAsk(e.count, e.type, "gres")
     for name, source in _GPU_OPTIONS:
         if _gpu_value(view, name):
-            kind, count = _typed_count(_gpu_value(view, name))
+            try:
+                kind, count = _typed_count(_gpu_value(view, name))
+            except ValueError:
+                raise ValueError(f"{view.sources.get(name, 'command line')}: --{source}="
+                                 f"{view.get(name)!r}: not a GPU count sbatch takes; give "
+                                 "[TYPE:]N, e.g. 2 or a100:2") from None
             if name == "gpus":
                 count = math.ceil(count / nodes)
             return GpuAsk(count, kind, source)
@@ -279,9 +278,27 @@ def deadline_warning(wb: WbSettings, limit_s: float | None, now_s: float) -> str
     return ""
 
 
+def _read(view: SbatchView, name: str, parse: Callable[[str], float | None]) -> float | None:
+    """``parse`` of option ``name``'s value; its ``ValueError`` also says where the value came
+    from (``command line``, ``script line N``, ``$SBATCH_...``)."""
+    try:
+        return parse(view.get(name) or "")
+    except ValueError as exc:
+        raise ValueError(f"{view.sources.get(name, 'command line')}: {exc}") from None
+
+
+def _deadline_s(text: str, now_s: float) -> float:
+    try:
+        return parse_instant_s(text, now_s)
+    except ValueError:
+        raise ValueError(f"--deadline={text!r}: not a time sbatch takes; give e.g. "
+                         "2026-12-01T08:00, now+6hours, tomorrow") from None
+
+
 def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s: float,
                   environ: Mapping[str, str]) -> JobRequest:
-    """Raises ``ValueError`` for a value sbatch would reject (the caller submits unchanged)."""
+    """Raises ``ValueError`` for a value sbatch would reject, saying which option, where it was
+    set and what sbatch takes (the caller submits unchanged; a dry run stops)."""
     nodes = min_nodes(view.get("nodes"))
     ask = gpu_ask(view, nodes)
     limit = view.get("time")
@@ -290,12 +307,14 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
     user = _user(environ)
     lo, hi = wb.elastic or (None, None)
     b_lo, b_hi = wb.batch_size or (None, None)
-    limit_s = parse_time_limit_s(limit) if limit else None
+    limit_s = _read(view, "time", parse_time_limit_s) if limit else None
+    deadline_s = _read(view, "deadline", lambda text: _deadline_s(text, now_s)) if deadline \
+        else None
     return JobRequest(
         name=name, user=user, account=view.get("account") or "",
         partition=view.get("partition") or "", gpus=ask.gpus, num_nodes=nodes,
         gpu_model=ask.model, time_limit_s=limit_s,
-        deadline_s=parse_instant_s(deadline, now_s) if deadline else None,
+        deadline_s=deadline_s,
         slack_s=_slack_s(wb, limit_s, now_s),
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,
         min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=wb.lr_scaling,

@@ -55,7 +55,8 @@ class CommandLine:
     opt_end: int = 0                   # argv index where the script (or "--") starts
     wb_indexes: set[int] = field(default_factory=set)
     hetjob: bool = False
-    error: str = ""                    # set when sbatch would reject the command line
+    error: str = ""                    # set when sbatch would reject the command line (the
+                                       # first fault; no option after it is in ``uses``)
 
 
 def _wb_word(argv: list[str], i: int, takes_value: Callable[[str], bool]) -> tuple[str, str | None, int]:
@@ -97,11 +98,12 @@ def parse_command_line(argv: list[str], wb_takes_value: Callable[[str], bool]) -
         try:
             uses, nxt = _parse_option(argv, i)
         except SbatchSyntaxError as exc:
-            out.error = str(exc)
-            out.option_words.extend(argv[i:])
-            out.opt_end = n
-            return out
-        out.uses.extend(uses)
+            # sbatch stops at the first; getopt goes on past the word, so the script and any
+            # --wb-* word after it are still found (either may ask for a dry run)
+            out.error = out.error or str(exc)
+            uses, nxt = [], i + 1
+        if not out.error:
+            out.uses.extend(uses)
         out.option_words.extend(argv[i:nxt])
         i = nxt
     else:

@@ -57,6 +57,17 @@ def read(path: str | None, stdin: BinaryIO) -> Script:
     return Script(data, path, kind, fd)
 
 
+def is_regular_file(path: str) -> bool:
+    """``path`` names a regular file (not standard input, a descriptor or a pipe): reading it
+    takes nothing from anyone who reads it later."""
+    if path in _STDIN_PATHS or fd_number(path) >= 0:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def fd_number(path: str) -> int:
     """N for ``/dev/fd/N`` or ``/proc/self/fd/N``, else -1."""
     for prefix in _FD_DIRS:

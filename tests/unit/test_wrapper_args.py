@@ -162,6 +162,16 @@ def test_double_dash_hetjob_and_errors():
     assert _cl("--wrap=echo hi").script is None
 
 
+def test_after_an_option_sbatch_rejects_the_script_and_wattbatch_words_are_still_found():
+    cl = _cl("--bogus", "-p", "gpu", "--wb-dry-run", "--zzz=1", "s.sh", "a", "--wb-json")
+    assert cl.error == "unrecognized option '--bogus'" and cl.uses == []
+    assert cl.script == "s.sh" and cl.script_args == ["a", "--wb-json"]
+    assert cl.wb_words == [("dry-run", None)] and cl.wb_indexes == {3}
+    cl = _cl("-J", "x", "--parsable=1", "-t", "5", "s.sh")
+    assert "doesn't allow" in cl.error and _vals(cl.uses) == [("job-name", "x")]
+    assert cl.script == "s.sh"
+
+
 def test_directive_words_like_sbatch():
     assert split_directive(' --job-name="a b" -t 5 # comment --comment=zzz') == [
         "--job-name=a b", "-t", "5"]

@@ -293,11 +293,104 @@ def test_an_unreadable_dry_run_value_is_an_error_and_submits_nothing(fake, env, 
 
 
 def test_a_decision_that_falls_back_in_a_dry_run_says_it_would_submit_unchanged(fake):
-    rc, out, _, sent, _ = _run(fake, ["--wb-dry-run", "-t", "bogus", "job.sh"])
-    assert (rc, sent) == (0, None)
-    assert out.startswith("# wattbatch: would submit unchanged: sbatch will judge the value")
     rc, out, _, sent, _ = _run(fake, ["--wb-dry-run", "--wb-policy", "test-broken", "job.sh"])
+    assert (rc, sent) == (0, None)
     assert out.startswith("# wattbatch: would submit unchanged: policy exploded")
+
+
+TIME_FORMS = ("give minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED/INFINITE "
+              "(e.g. --time=90 or --time=1-12:00:00)")
+
+
+@pytest.mark.parametrize("argv, env, script_line, dry, where", [
+    (["--wb-dry-run", "-t", "bogus"], {}, "", "command line", "command line"),
+    (["--wb-json"], {}, "#SBATCH -t bogus\n", "command line", "script line 2"),
+    ([], {"WATTBATCH_DRY_RUN": "1", "SBATCH_TIMELIMIT": "bogus"}, "", "$WATTBATCH_DRY_RUN",
+     "$SBATCH_TIMELIMIT"),
+    (["-t", "bogus"], {}, "#WATTBATCH dry-run\n", "script line 2", "command line"),
+])
+def test_a_bad_time_limit_stops_a_dry_run_naming_the_option_and_the_forms(
+        fake, argv, env, script_line, dry, where):
+    (fake / "job.sh").write_text("#!/bin/sh\n" + script_line + "true\n")
+    rc, out, err, sent, _ = _run(fake, [*argv, "job.sh"], env=env)
+    assert (rc, out, sent) == (255, "", None)
+    assert err == (f"wattbatch: error: dry run ({dry}): {where}: --time='bogus': not a time "
+                   f"limit sbatch takes; {TIME_FORMS}; nothing submitted (fix that value)\n")
+
+
+def test_a_bad_time_limit_outside_a_dry_run_is_left_to_sbatch(fake):
+    rc, out, err, sent, _ = _run(fake, ["-t", "bogus", "job.sh"])
+    assert (rc, out, err, sent) == (0, "Submitted batch job 77\n", "", ["-t", "bogus", "job.sh"])
+
+
+NAMES = ", ".join(registry.policy_names())
+
+
+@pytest.mark.parametrize("env, site, script_line, named", [
+    ({"WATTBATCH_POLICY": "nosuch"}, "", "",
+     f"$WATTBATCH_POLICY: --wb-policy='nosuch': unknown policy; set $WATTBATCH_POLICY to one "
+     f"of: {NAMES}, or unset it"),
+    ({}, "", "#WATTBATCH policy=nosuch\n",
+     f"script line 2: --wb-policy='nosuch': unknown policy; change that #WATTBATCH policy= "
+     f"setting to one of: {NAMES}, or remove it"),
+    ({}, '[policy]\nname = "nosuch"\nfail_open = false\n', "",
+     f"config: {{site}}: policy.name = 'nosuch': unknown policy; set policy.name in {{site}} to "
+     f"one of: {NAMES}"),
+    ({"WATTBATCH_POLICY_NAME": "nosuch"}, "", "",
+     f"config: $WATTBATCH_POLICY_NAME: policy.name = 'nosuch': unknown policy; set "
+     f"$WATTBATCH_POLICY_NAME to one of: {NAMES}, or unset it"),
+])
+def test_an_unknown_policy_names_where_it_was_set_the_known_ones_and_the_fix(
+        fake, env, site, script_line, named):
+    with open(fake / "site.toml", "a") as fh:
+        fh.write(site)
+    (fake / "job.sh").write_text("#!/bin/sh\n" + script_line + "true\n")
+    rc, out, err, sent, _ = _run(fake, ["-J", "x", "job.sh"], env=env)
+    assert (rc, out, sent) == (0, "Submitted batch job 77\n", ["-J", "x", "job.sh"])
+    named = named.format(site=fake / "site.toml")
+    assert err == f"wattbatch: warning: {named}; submitting the job unchanged\n"
+    assert "eaco" in NAMES and "test-share" in NAMES
+
+
+def test_an_unknown_policy_on_the_command_line_says_how_to_fix_it(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-policy=nosuch", "job.sh"])
+    assert (rc, out, sent) == (255, "", None)
+    assert err == (f"wattbatch: command line: --wb-policy='nosuch': unknown policy; choose one "
+                   f"of: {NAMES}, or leave --wb-policy out for the site's policy\n")
+
+
+@pytest.mark.parametrize("argv, env, script_line, named", [
+    (["--bogus"], {}, "#WATTBATCH dry-run\n", "dry run (script line 2): sbatch would reject "
+     "the command line: unrecognized option '--bogus'"),
+    (["--parsable=1"], {}, "#WATTBATCH app=x json\n", "dry run (script line 2): sbatch would "
+     "reject the command line: option '--parsable' doesn't allow an argument"),
+    (["--bogus", "--wb-dry-run"], {}, "", "dry run (command line): sbatch would reject the "
+     "command line: unrecognized option '--bogus'"),
+    (["--bogus"], {"WATTBATCH_JSON": "1"}, "", "dry run ($WATTBATCH_JSON): sbatch would reject "
+     "the command line: unrecognized option '--bogus'"),
+    (["--bogus"], {}, "#WATTBATCH dry-run=yes\n", "script line 2: --wb-dry-run takes no value"),
+])
+def test_a_dry_run_asked_for_in_the_script_never_hands_sbatch_a_bad_command_line(
+        fake, argv, env, script_line, named):
+    (fake / "job.sh").write_text("#!/bin/sh\n" + script_line + "true\n")
+    rc, out, err, sent, _ = _run(fake, [*argv, "job.sh"], env=env)
+    assert (rc, out, sent) == (255, "", None)
+    assert err.startswith(f"wattbatch: error: {named}") and err.count("\n") == 1, err
+    assert "nothing submitted" in err or "nothing was submitted" in err
+
+
+def test_a_bad_command_line_without_a_dry_run_is_still_sbatchs_to_report(fake):
+    (fake / "job.sh").write_text("#!/bin/sh\n#WATTBATCH dry-run\ntrue\n")
+    rc, out, err, sent, _ = _run(fake, ["--bogus", "job.sh"], env={"WATTBATCH_OFF": "1"})
+    assert (rc, out, err, sent) == (255, "", "sbatch: unrecognized option '--bogus'\n",
+                                    ["--bogus", "job.sh"])
+    (fake / "job.sh").write_text(SCRIPT)
+    rc, _, err, sent, _ = _run(fake, ["--bogus", "--wb-explain", "job.sh"])
+    assert (rc, err, sent) == (255, "sbatch: unrecognized option '--bogus'\n",
+                               ["--bogus", "job.sh"])
+    # standard input is read only when sbatch would read it: not for a command line it rejects
+    rc, _, err, sent, _ = _run(fake, ["--bogus"], stdin=b"#!/bin/sh\n#WATTBATCH dry-run\n")
+    assert (rc, sent) == (255, ["--bogus"])
 
 
 # --- GPUs asked with --gpus*, --wb-policy, --wb-deadline ---------------------------------------

@@ -20,10 +20,34 @@ def test_time_limit_formats(text, seconds):
     assert parse_time_limit_s(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["", "x", "1:2:3:4", "1-2:3:4:5", "-5"])
+@pytest.mark.parametrize("bad", ["", "x", "1:2:3:4", "1-2:3:4:5", "-5", "+5", "5_0", "1-"])
 def test_time_limit_rejects(bad):
     with pytest.raises(ValueError):
         parse_time_limit_s(bad)
+
+
+def test_a_bad_time_limit_names_the_option_the_value_and_the_forms_sbatch_takes():
+    with pytest.raises(ValueError) as exc:
+        parse_time_limit_s("bogus")
+    assert str(exc.value) == (
+        "--time='bogus': not a time limit sbatch takes; give minutes, MM:SS, HH:MM:SS, D-HH, "
+        "D-HH:MM, D-HH:MM:SS or UNLIMITED/INFINITE (e.g. --time=90 or --time=1-12:00:00)")
+    for argv, env, where in ((["-t", "bogus"], {}, "command line"),
+                             ([], {"SBATCH_TIMELIMIT": "1:x"}, "$SBATCH_TIMELIMIT")):
+        with pytest.raises(ValueError, match=r"^(.*): --time='(bogus|1:x)': not a time limit "
+                           r"sbatch takes; give minutes, MM:SS, .* or UNLIMITED/INFINITE") as exc:
+            build_request(_view(argv, env=env), WbSettings(), script=None, now_s=0, environ={})
+        assert str(exc.value).startswith(where + ": ") and "invalid literal" not in str(exc.value)
+    script = "#!/bin/sh\n#SBATCH --time=1-2:3:4:5\ntrue\n"
+    with pytest.raises(ValueError, match=r"^script line 2: --time='1-2:3:4:5': not a time"):
+        build_request(_view([], script), WbSettings(), script="t.sh", now_s=0, environ={})
+    for argv, named in ((["--deadline=someday"], "command line: --deadline='someday': not a time "
+                         "sbatch takes"),
+                        (["--gpus=abc"], "command line: --gpus='abc': not a GPU count sbatch "
+                         "takes; give [TYPE:]N")):
+        with pytest.raises(ValueError) as exc:
+            build_request(_view(argv), WbSettings(), script=None, now_s=0, environ={})
+        assert str(exc.value).startswith(named)
 
 
 def test_instants():
