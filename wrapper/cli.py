@@ -13,7 +13,7 @@ to submit: a bad setting elsewhere prints the job as it would go in unchanged; a
 would reject (an unknown option, a bad value such as ``-t bogus``, a script that cannot be read)
 and a dry-run value that cannot be read are an error, exit 255, wherever the dry run was asked
 for (a ``#WATTBATCH`` line is looked for in a script file even beside a command line sbatch
-rejects). Outside a dry run sbatch reports its own syntax errors.
+rejects, and in a heterogeneous job's). Outside a dry run sbatch reports its own syntax errors.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
         early = cli_wb                  # said once the script is read (it may be --wb-off)
     try:
         dry, _ = dry_run_wanted(cmd.wb_words, [], io.environ)
-        if cmd.error and not (dry or info or early.off):
+        if (cmd.error or cmd.hetjob) and not (dry or info or early.off):
             dry = _dry_run_in_script(cmd, io.environ)
     except WbOptionError as exc:
         return _dry_run_unreadable(exc, io)
@@ -212,7 +212,7 @@ def _dry_run_unreadable(exc: WbOptionError, io: Io) -> int:
 
 def _dry_run_in_script(cmd: CommandLine, environ: Mapping[str, str]) -> str:
     """Where the script asks for a dry run, read before handing sbatch a command line it
-    rejects ("" if nowhere). Only a regular file is read: sbatch reads no script then, so
+    rejects or a heterogeneous job ("" if nowhere). Only a regular file is read: sbatch reads no script then, so
     standard input, a pipe or a descriptor is left as it is. Raises :class:`WbOptionError`
     for a dry-run value that cannot be read."""
     if cmd.script is None or not script_io.is_regular_file(cmd.script):

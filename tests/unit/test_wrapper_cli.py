@@ -379,6 +379,15 @@ def test_a_dry_run_asked_for_in_the_script_never_hands_sbatch_a_bad_command_line
     assert "nothing submitted" in err or "nothing was submitted" in err
 
 
+def test_a_dry_run_asked_for_in_a_heterogeneous_jobs_script_submits_nothing(fake):
+    """wattbatch leaves heterogeneous jobs to sbatch, but not when the script asks for a dry
+    run: it prints the job as sbatch would get it, unchanged."""
+    (fake / "job.sh").write_text("#!/bin/sh\n#WATTBATCH dry-run\ntrue\n")
+    rc, out, err, sent, _ = _run(fake, ["-n1", ":", "-n2", "job.sh"])
+    assert (rc, sent) == (0, None), err
+    assert "heterogeneous job" in out + err and "#WATTBATCH dry-run" in out
+
+
 def test_a_bad_command_line_without_a_dry_run_is_still_sbatchs_to_report(fake):
     (fake / "job.sh").write_text("#!/bin/sh\n#WATTBATCH dry-run\ntrue\n")
     rc, out, err, sent, _ = _run(fake, ["--bogus", "job.sh"], env={"WATTBATCH_OFF": "1"})
