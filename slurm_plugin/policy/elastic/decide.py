@@ -180,7 +180,8 @@ def _tier_key(job_id: str) -> str:
 
 
 def _tier_now(job: Job, hist) -> int:
-    """The tier a pending job waits in: the one it aged into (recorded), else its size's."""
+    """The tier a pending job waits in: the one recorded (aged into, or kept through a resize
+    at another size), else its size's."""
     got = hist.get(_tier_key(job.job_id)) if hist else None
     return int(got) if got is not None else _tier_of(job)
 
@@ -221,6 +222,23 @@ def _age_tiers(name: str, cluster: Cluster, now: float, s, hist) -> list[Action]
     return out
 
 
+def _kept_tiers(actions: list[Action], cluster: Cluster, hist) -> dict[str, float]:
+    """The tiers that jobs resized at another size keep (a requeue keeps Nice), recorded
+    (``elastic:tier:<job>``) where the new size alone would give another: a live snapshot
+    has no queue order, and its jobs' tiers are read from their sizes (``_tier_now``)."""
+    out: dict[str, float] = {}
+    for a in actions:
+        if a.kind != "resize" or a.nice is not None or _tier_key(a.job_id) in hist:
+            continue
+        job = cluster.jobs.get(a.job_id)
+        if job is None:
+            continue
+        tier = _tier_of(job)
+        if tier != _tier(job.time_limit_s, (a.gpus or job.gpus) * (a.num_nodes or job.num_nodes)):
+            out[_tier_key(a.job_id)] = float(tier)
+    return out
+
+
 class Elastic:
     name = NAME
 
@@ -256,7 +274,7 @@ class Elastic:
             aged = _age_tiers(self.name, cluster, now, s, ctx.history)
         gpn, cap = _geometry(cluster)
         free = _free_map(cluster)
-        if cluster.pending_count == 0 and not any(free.values()):
+        if not any(free.values()) and not cluster.pending_at_least(1):
             return tuple(aged)      # nothing to admit, nothing to grow into: nothing to read
         models, updates = self._track.update(ctx, s, cap)
         ends = self._track.ends_on
@@ -298,6 +316,12 @@ class Elastic:
                 actions.append(Action(kind="observe", job_id="", policy=self.name,
                                       predicted=marks,
                                       why="elastic: resized jobs stopped (their restarts measured)"))
+            kept = _kept_tiers(actions[n_actions:], cluster, ctx.history) if s.order_queue \
+                else None
+            if kept:
+                actions.append(Action(kind="observe", job_id="", policy=self.name,
+                                      predicted=kept,
+                                      why="elastic: the queue tiers resized jobs keep"))
         return tuple(actions)
 
     @staticmethod
@@ -306,7 +330,7 @@ class Elastic:
         submission, then id), how many). Where the caller keeps them in order (the simulator's
         ``Cluster.pending_jobs``), they are read lazily: admission stops at the first job left
         waiting. Else (the live path) a job's tier is the one ``advise`` gives its size, or the
-        one it aged into (``_tier_now``; with ``tiers``: 0 for every job without)."""
+        one recorded (``_tier_now``; without ``tiers``: 0 for every job)."""
         jobs = cluster.jobs
         if cluster.pending_count == 0:
             return iter(()), 0
