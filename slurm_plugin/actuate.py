@@ -106,6 +106,23 @@ class Finished(Exception):
         self.status, self.detail = status, detail
 
 
+def whole_gpus(tres_per_node: str) -> int | None:
+    """The whole GPUs per node a request asks for, typed or not (``gres:gpu:2``,
+    ``gres:gpu:g1:1,gres:gpu:g3:1``: 2); None where it asks for shares (shard, mps) or cannot
+    be read: then its GPU count is set whatever it is."""
+    total = 0
+    for item in (tres_per_node or "").split(","):
+        name, _, rest = item.strip().removeprefix("gres:").partition(":")
+        if name in ("shard", "mps"):
+            return None
+        if name == "gpu":
+            count = rest.rpartition(":")[2]
+            if not count.isdigit():
+                return None
+            total += int(count)
+    return total or None
+
+
 def _decide(step: str, action: Action, view: JobView | None, done: list[str],
             recovered: bool) -> bool:
     """Whether ``step`` must still run, given the job now; raise ``Finished`` when the action
@@ -125,7 +142,7 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
                                       "hold never took effect; this pass decides afresh")
         return True
     if step == "set_gpus":
-        return (view.tres_per_node != f"gres:gpu:{int(action.gpus or 1)}"
+        return (whole_gpus(view.tres_per_node) != int(action.gpus or 1)
                 or (action.num_nodes is not None and view.num_nodes != action.num_nodes))
     if step == "release":
         return view.held

@@ -159,6 +159,7 @@ SCHEMA: dict[str, Key] = {
     "pal.default_class": Key(str),
     "pal.order_queue": Key(bool),
     "pal.size_tiers": Key(bool),
+    "pal.tier_age_s": _num(0, 1e7),
     "pal.slowdown_tolerance": _num(0, 1),
     "pal.profile_max_age_days": _num(0, 36500),
     "eaco.alpha": _num(0, 1),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from ..model import Cluster, Job
+from ..model import Action, Cluster, Job
 
 
 def by_submission(job: Job) -> tuple:
@@ -68,3 +68,53 @@ def queue_tier(gpu_s: float) -> int:
     if gpu_s <= TIER_GPU_S:
         return 0
     return min(MAX_TIER, int(math.log2(gpu_s / TIER_GPU_S)) + 1)
+
+
+AGE_CHECKS = 4      # queue tiers are aged this many times per tier_age_s
+
+
+def tiered_pending(cluster: Cluster) -> Iterable[Job]:
+    """The pending jobs that may wait in a later tier than 0: from the caller's priority order
+    where it keeps one (the last ``pending_tiered`` of it), else every pending job."""
+    order = cluster.pending_jobs
+    if order is None:
+        return (j for j in cluster.jobs.values() if j.pending)
+    if cluster.pending_tiered is not None:
+        n = len(order)
+        return (order[i] for i in range(n - min(n, cluster.pending_tiered), n))
+    return order
+
+
+def age_tiers(policy: str, jobs: Iterable[Job], now_s: float, tier_age_s: float,
+              max_moves: int, tier_of: Callable[[Job], int], key_of: Callable[[str], str],
+              history: Mapping[str, float] | None) -> list[Action]:
+    """Queue tiers age, so no job waits behind smaller ones for good: a pending job's tier is
+    ``tier_of(job)`` less one per ``tier_age_s`` it has waited. A job whose tier so drops below
+    the one it waits in (recorded in the history under ``key_of(job_id)``, else its own) is
+    moved into it: a resize at its own size with the new ``nice`` (it is not running, so
+    nothing restarts; its request, typed or pinned GPUs included, is left as it is), at most
+    ``max_moves``, the longest waiting first; then one observation
+    recording the new tiers."""
+    due = []
+    for job in jobs:
+        if job.gpus < 1:        # shares of GPUs: their request is not a whole-GPU resize's
+            continue
+        base = tier_of(job)
+        if not base or job.begin_s is not None and job.begin_s > now_s:
+            continue
+        aged = max(0, base - int((now_s - job.submit_s) // tier_age_s))
+        got = history.get(key_of(job.job_id)) if history else None
+        if aged < (base if got is None else int(got)):
+            due.append((job.submit_s, job.job_id, job, aged))
+    if not due:
+        return []
+    due.sort(key=lambda d: d[:2])
+    out, tiers = [], {}
+    for _, jid, job, aged in due[:max_moves]:
+        out.append(Action(kind="resize", job_id=jid, policy=policy, gpus=job.gpus, nice=aged,
+                          why=f"{policy}: waited {(now_s - job.submit_s) / 3600:.1f} h: into "
+                              f"queue tier {aged} (tier_age_s)"))
+        tiers[key_of(jid)] = float(aged)
+    out.append(Action(kind="observe", job_id="", policy=policy, predicted=tiers,
+                      why=f"{policy}: the queue tiers jobs aged into"))
+    return out

@@ -137,3 +137,51 @@ def test_pal_queue_tier_reaches_slurms_nice_added_to_the_jobs_own(localcluster, 
     finally:
         for j in ids:
             actions.cancel(j, cfg)
+
+
+def test_with_tier_age_s_a_waiting_job_moves_to_earlier_tiers_and_keeps_its_typed_gpu(
+        localcluster, tmp_path):
+    """``pal.tier_age_s`` live (15 s here): a class-B job asking one typed GPU for 120 minutes
+    (tier 13 + 2 = 15, Nice 7 + 1500 with its own ``--nice=7``) waits on a full cluster; a
+    reconcile pass moves it one tier earlier per 15 s waited: its Nice drops and keeps the 7,
+    its request stays the typed GPU it asked for, and nothing else changes."""
+    cfg = localcluster.config()
+    profile = Path(slurm_plugin.__file__).parent / "data" / "variability-longhorn-32gpu.csv"
+    state = tmp_path / "reconcile"
+    state.mkdir()
+    env = {**localcluster.env, "WATTBATCH_PAL_PROFILE": str(profile), "WATTBATCH_SERVER": "0",
+           "WATTBATCH_PAL_TIER_AGE_S": "15", "WATTBATCH_RECONCILE_STATE_DIR": str(state)}
+    nodes = sorted(n.name for n in snapshot(cfg).nodes)
+    fill = [run(["sbatch", "--parsable", "-w", n, "--gres=gpu:4", "-t", "10",
+                 "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
+            .stdout.strip().split(";")[0] for n in nodes]
+    job_id = ""
+    try:
+        for f in fill:
+            wait_job(cfg, f, lambda j: j.running)
+        job_id = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=pal",
+                      "--wb-app=lstm", "--gres=gpu:g1:1", "-t", "120", "--nice=7", "-o",
+                      "/dev/null", "--wrap", "sleep 60"], env=env, timeout_s=60
+                     ).stdout.strip().split(";")[0]
+        shown = actions.show_job(job_id, cfg)
+        assert shown["Nice"] == "1507" and shown["JobState"] == "PENDING", shown
+        submitted = snapshot(cfg).jobs[job_id].submit_s
+        time.sleep(max(0.0, submitted + 32 - time.time()))
+        before = time.time()
+        out = run([sys.executable, "-m", "slurm_plugin.cli", "reconcile", "--policy", "pal",
+                   "--json"], env=env, timeout_s=120)
+        after = time.time()
+        acts = [a for a in json.loads(out.stdout)["actions"] if a["job_id"] == job_id]
+        tiers = set(range(15 - int((after - submitted) // 15),
+                          15 - int((before - submitted) // 15) + 1))
+        assert [(a["kind"], a["status"], a["gpus"]) for a in acts] == [("resize", "done", 1)], \
+            out.stdout
+        assert acts[0]["nice"] in tiers and acts[0]["nice"] < 15, (acts, tiers)
+        shown = actions.show_job(job_id, cfg)
+        assert shown["Nice"] == str(7 + 100 * acts[0]["nice"]), shown
+        assert shown["TresPerNode"] == "gres:gpu:g1:1", shown
+        assert shown["JobState"] == "PENDING" and shown["Restarts"] == "0", shown
+    finally:
+        for other in (*fill, job_id):
+            if other:
+                actions.cancel(other, cfg)

@@ -26,3 +26,20 @@ def test_other_actions_keep_their_steps():
     assert _with_extra_steps(STEPS["move_exclusive"], a) == STEPS["move_exclusive"]
     assert Action("resize", "7", "p", gpus=1, nice=1).key != Action("resize", "7", "p",
                                                                    gpus=1).key
+
+
+@pytest.mark.parametrize("tres,gpus,needed", [
+    ("gres:gpu:2", 2, False), ("gres:gpu:4", 2, True),
+    ("gres:gpu:v100:2", 2, False),                  # typed: kept, not made untyped
+    ("gres:gpu:g1:1,gres:gpu:g3:1", 2, False),      # pinned GPUs: kept
+    ("gres:gpu:g1:1,gres:gpu:g3:1", 1, True),
+    ("gres:shard:2", 1, True), ("gres:gpu:1,gres:shard:1", 1, True),   # shares: made whole
+    ("", 1, True), ("gres:gpu:lots", 1, True),
+])
+def test_a_pending_jobs_gpu_count_is_set_only_where_it_differs(tres, gpus, needed):
+    """A resize at the job's own count (a queue-tier move) leaves its request as the user or the
+    policy typed or pinned it; any other count, or shares, is set (untyped)."""
+    from slurm_plugin.actuate import JobView, _decide
+    view = JobView(state="PENDING", held=False, tres_per_node=tres)
+    assert _decide("set_gpus", Action("resize", "7", "p", gpus=gpus, nice=1), view, [],
+                   False) is needed

@@ -125,7 +125,8 @@ def test_pal_reads_the_site_profile_file_keyed_by_node_and_index(tmp_path):
 @pytest.mark.parametrize("key,value", [("locality_penalty_a", 0.5), ("locality_penalty_d", "x"),
                                        ("default_class", "Z"), ("order_queue", "yes"),
                                        ("size_tiers", 1), ("slowdown_tolerance", -1),
-                                       ("profile", 3)])
+                                       ("profile", 3), ("tier_age_s", -1),
+                                       ("tier_age_s", float("nan"))])
 def test_bad_settings_name_pal_the_key_and_the_value(key, value):
     with pytest.raises(ConfigError) as exc:
         parse_settings(MappingProxyType({key: value}))
@@ -163,3 +164,30 @@ def test_queue_tiers_follow_sensitivity_and_vanish_without_a_profile():
     neither = Context(cluster=cluster, settings=MappingProxyType(
         {"profile_factors": f, "size_tiers": False, "order_queue": False}))
     assert pal.advise(big, neither).nice is None
+
+
+def test_reconcile_ages_the_queue_tiers_only_where_a_site_asks_for_it():
+    """``tier_age_s`` (off by default): a waiting job moves one tier earlier per that long
+    waited, by a resize at its own size, recorded as ``pal:tier:<job>``; a job on shares of a
+    GPU (no tier at submission) is never moved; a pass where nothing is due does nothing."""
+    from slurm_plugin.model import Job
+    from slurm_plugin.policy.queue import MAX_TIER
+    now = 100_000.0
+    f = MappingProxyType({("n0", 0): (1.2, 1.0, 1.0, 1.05), ("n0", 1): (1.0, 1.0, 1.0, 1.0)})
+    nodes = (Node(name="n0", gpus=(Gpu(node="n0", index=0), Gpu(node="n0", index=1))),)
+    jobs = {"t": Job(job_id="t", state="PENDING", gpus=2, app="transformer",
+                     time_limit_s=24 * 3600.0, submit_s=now - 3 * 900 - 1),      # tier 26 + 6
+            "s": Job(job_id="s", state="PENDING", gpus=0, shards=1, app="transformer",
+                     time_limit_s=24 * 3600.0, submit_s=now - 9 * 900)}
+    cluster = Cluster(nodes=nodes, jobs=jobs, taken_s=now)
+
+    def moves(settings, history=None):
+        ctx = Context(cluster=cluster, now_s=now, history=history or {},
+                      settings=MappingProxyType({"profile_factors": f, **settings}))
+        return get_policy("pal").reconcile(ctx)
+    assert moves({}) == ()
+    out = moves({"tier_age_s": 900.0})
+    tier = 2 * (MAX_TIER + 1) + 6 - 3
+    assert [(a.kind, a.job_id, a.gpus, a.nice) for a in out[:-1]] == [("resize", "t", 2, tier)]
+    assert out[-1].kind == "observe" and out[-1].predicted == {"pal:tier:t": float(tier)}
+    assert moves({"tier_age_s": 900.0}, {"pal:tier:t": float(tier)}) == ()

@@ -35,7 +35,7 @@ from itertools import islice
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...record import replace
 from ..base import Context, plain_placement
-from ..queue import queue_tier
+from ..queue import AGE_CHECKS, age_tiers, queue_tier, tiered_pending
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
@@ -172,9 +172,6 @@ def _tier_of(job: Job) -> int:
     return _tier(job.time_limit_s, job.gpus * job.num_nodes)
 
 
-AGE_CHECKS = 4      # the queue tiers are aged this many times per tier_age_s
-
-
 def _tier_key(job_id: str) -> str:
     return f"elastic:tier:{job_id}"
 
@@ -187,39 +184,10 @@ def _tier_now(job: Job, hist) -> int:
 
 
 def _age_tiers(name: str, cluster: Cluster, now: float, s, hist) -> list[Action]:
-    """Queue tiers age, so no job waits behind smaller ones for good: a pending job's tier is
-    its size's less one per ``tier_age_s`` it has waited. A job whose tier so drops is moved
-    into it (a resize at its own size with the new ``nice``: it is not running, so nothing
-    restarts), at most ``max_resizes_per_pass`` a pass, the longest waiting first; the tier is
-    recorded in the history (``elastic:tier:<job>``)."""
-    order = cluster.pending_jobs
-    if order is None:
-        jobs = [j for j in cluster.jobs.values() if j.pending]
-    elif cluster.pending_tiered is not None:     # the tiered jobs: the last ones of the order
-        n = len(order)
-        jobs = (order[i] for i in range(n - min(n, cluster.pending_tiered), n))
-    else:
-        jobs = order
-    due = []
-    for job in jobs:
-        base = _tier_of(job)
-        if not base or job.begin_s is not None and job.begin_s > now:
-            continue
-        aged = max(0, base - int((now - job.submit_s) // s.tier_age_s))
-        if aged < _tier_now(job, hist):
-            due.append((job.submit_s, job.job_id, job, aged))
-    if not due:
-        return []
-    due.sort(key=lambda d: d[:2])
-    out, tiers = [], {}
-    for _, jid, job, aged in due[:s.max_resizes_per_pass]:
-        out.append(Action(kind="resize", job_id=jid, policy=name, gpus=job.gpus, nice=aged,
-                          why=f"elastic: waited {(now - job.submit_s) / 3600:.1f} h: into "
-                              f"queue tier {aged} (tier_age_s)"))
-        tiers[_tier_key(jid)] = float(aged)
-    out.append(Action(kind="observe", job_id="", policy=name, predicted=tiers,
-                      why="elastic: the queue tiers jobs aged into"))
-    return out
+    """``queue.age_tiers`` over the pending jobs, recorded as ``elastic:tier:<job>``, at most
+    ``max_resizes_per_pass`` a pass."""
+    return age_tiers(name, tiered_pending(cluster), now, s.tier_age_s, s.max_resizes_per_pass,
+                     _tier_of, _tier_key, hist)
 
 
 def _kept_tiers(actions: list[Action], cluster: Cluster, hist) -> dict[str, float]:

@@ -8,15 +8,16 @@ the lowest slowdown (ties: best fit), its class's locality penalty in the predic
 profile does not name count as median (1.0). No node with room now: Slurm places the job in its
 turn, as without wattbatch. The queue: the class most sensitive to variability first
 (``Placement.nice``; ``order_queue``), and within a class the smaller GPU-time asked first
-(``size_tiers``). Never moves a running job: reconcile does nothing.
+(``size_tiers``); reconcile ages those tiers (``tier_age_s``: a waiting job moves one tier
+earlier for every that long it has waited). Never moves a running job.
 """
 
 from __future__ import annotations
 
-from ...model import Action, Cluster, JobRequest, Node, Placement
+from ...model import Action, Cluster, Job, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
-from ..queue import MAX_TIER, queue_tier
+from ..queue import AGE_CHECKS, MAX_TIER, age_tiers, queue_tier, tiered_pending
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from typing import Iterator
 
 
-def job_pal_class(request: JobRequest, s: PalSettings) -> str:
+MAX_MOVES = 16      # queue-tier moves (aging) a reconcile pass makes at most
+
+
+def job_pal_class(request: JobRequest | Job, s: PalSettings) -> str:
     if request.app:
         try:
             return job_class(request.app).variability_class
@@ -77,6 +81,7 @@ class Pal:
 
     def __init__(self) -> None:
         self._cache = _NodeCache()
+        self._aged_s = float("-inf")    # when the queue tiers were last aged
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         s = parse_settings(ctx.settings)
@@ -85,7 +90,7 @@ class Pal:
         prof = profile_of(ctx.settings, s)
         cls = job_pal_class(request, s)
         ci = CLASS_INDEX[cls]
-        nice = _tier(request, prof.rank(cls), s)
+        nice = _tier(request.time_limit_s, request.total_gpus, prof.rank(cls), s)
         n = request.num_nodes
         if ctx.cluster.pending_at_least(1) > 0:
             # jobs are waiting: this one waits its turn too, and a pin to GPUs free now would
@@ -131,16 +136,35 @@ class Pal:
                          predicted={"slowdown": slow, "threshold": limit})
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return ()
+        """Ages the queue tiers ``advise`` gave (``queue.age_tiers``, recorded as
+        ``pal:tier:<job>``), a few times per ``tier_age_s``; nothing else."""
+        s = parse_settings(ctx.settings)
+        now = ctx.now_s
+        if not (s.order_queue or s.size_tiers) or s.tier_age_s <= 0 or \
+                now < self._aged_s + s.tier_age_s / AGE_CHECKS or \
+                not ctx.cluster.pending_at_least(1):
+            return ()
+        self._aged_s = now
+        prof = profile_of(ctx.settings, s)
+
+        def tier_of(job: Job) -> int:
+            return _tier(job.time_limit_s, job.gpus * job.num_nodes,
+                         prof.rank(job_pal_class(job, s)), s) or 0
+        return tuple(age_tiers(self.name, tiered_pending(ctx.cluster), now, s.tier_age_s,
+                               MAX_MOVES, tier_of, _tier_key, ctx.history))
 
 
-def _tier(request: JobRequest, rank: int, s: PalSettings) -> int | None:
-    """The job's queue tier: its class's rank (the most variability-sensitive class first, as
+def _tier_key(job_id: str) -> str:
+    return f"pal:tier:{job_id}"
+
+
+def _tier(time_limit_s: float | None, total_gpus: int, rank: int, s: PalSettings) -> int | None:
+    """A job's queue tier: its class's rank (the most variability-sensitive class first, as
     PAL orders its queue), and within it the GPU-time it asks for (``queue.queue_tier`` of its
     time limit x GPUs: smaller first); None with both orders off (Slurm's own)."""
     if not (s.order_queue or s.size_tiers):
         return None
-    size = queue_tier((request.time_limit_s or 0.0) * request.total_gpus) if s.size_tiers else 0
+    size = queue_tier((time_limit_s or 0.0) * total_gpus) if s.size_tiers else 0
     return (rank if s.order_queue else 0) * (MAX_TIER + 1) + size
 
 

@@ -9,6 +9,8 @@ offers now: sets under it count as equal and go to the best fit (default 0.02).
 ``order_queue``: whether the most variability-sensitive class goes first in the queue.
 ``size_tiers``: whether, within that order, a job asking less GPU-time (time limit x GPUs)
 goes first (the queue tiers of ``policy/queue.queue_tier``).
+``tier_age_s``: a waiting job's queue tier drops by one for every this long it has waited, so
+no job waits behind smaller or more sensitive ones for good (0, the default: tiers never age).
 ``profile_max_age_days``: rows measured longer ago are stale (said in the explanation; 0 never).
 The simulator hands in ``profile_factors`` (the factors it applies, keyed by node and GPU index)
 in place of a file. A malformed value raises ``ConfigError`` naming ``pal``, the key and the
@@ -38,6 +40,7 @@ class PalSettings:
     size_tiers: bool = True
     tolerance: float = 0.02
     max_age_days: float = 30.0
+    tier_age_s: float = 0.0
 
     def penalty(self, cls: str) -> float:
         return dict(self.locality_penalty).get(cls, 1.0)
@@ -96,6 +99,13 @@ def _parse(values: Mapping[str, Any]) -> PalSettings:
             raise ConfigError(SOURCE, "profile_max_age_days", age, "give the age in days after "
                               "which a profile row is stale, a number from 0 (never) to 36500")
         kw["max_age_days"] = float(age)
+    tier_age = values.get("tier_age_s")
+    if tier_age is not None:
+        if isinstance(tier_age, bool) or not isinstance(tier_age, (int, float)) \
+                or not math.isfinite(tier_age) or not 0.0 <= tier_age <= 1e7:
+            raise ConfigError(SOURCE, "tier_age_s", tier_age, "give how long (seconds) a job "
+                              "waits before its queue tier drops by one, 0 (never) to 1e7")
+        kw["tier_age_s"] = float(tier_age)
     for key in ("order_queue", "size_tiers"):
         flag = values.get(key)
         if flag is not None:
