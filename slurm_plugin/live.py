@@ -15,7 +15,7 @@ from .record import replace
 from .model import Cluster, Readings
 from .slurm import actions
 from .slurm.snapshot import snapshot as slurm_snapshot
-from .telemetry.carbon import provider_from_config
+from .telemetry.carbon_forecast import planning_provider
 from .telemetry.influx import InfluxClient
 from .telemetry.readers import read_readings
 
@@ -55,7 +55,7 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
                 cfg["progress.site_key_file"], "progress.site_key_file")).ok
         except InputError as exc:
             verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
-    reads = read_readings(client, time.time(), carbon=provider_from_config(cfg, client),
+    reads = read_readings(client, time.time(), carbon=planning_provider(cfg, client),
                           cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
                           job_gpus=job_gpus, job_start_s=job_start_s)
     return replace(reads, warnings=(*note, *reads.warnings)) if note else reads

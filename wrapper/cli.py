@@ -55,14 +55,14 @@ def _slurm_snapshot(cfg: Any) -> Any:
 
 
 def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
-    from slurm_plugin.telemetry.carbon import provider_from_config
+    from slurm_plugin.telemetry.carbon_forecast import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
     client = InfluxClient.from_config(cfg)
 
     def running() -> Any:     # asked last: the snapshot may still be on its way
         yield from (j for j, job in cluster.jobs.items() if job.running) if cluster else ()
-    return read_readings(client, now_s, carbon=provider_from_config(cfg, client),
+    return read_readings(client, now_s, carbon=planning_provider(cfg, client),
                          cluster=cfg["cluster.name"], job_ids=running())
 
 

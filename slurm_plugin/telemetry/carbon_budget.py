@@ -21,7 +21,7 @@ from ..history import read_view
 from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
                                         account_weight_key)
 from ..policy.greenflow.settings import parse_settings
-from .carbon import provider_from_config
+from .carbon_forecast import planning_provider
 from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
 from .readers import latest_gpu_readings
@@ -114,7 +114,7 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
     try:
         power_w = sum(r.power_w for r in latest_gpu_readings(
             client, now_s, cluster=cluster, warnings=warnings).values())
-        carbon = provider_from_config(cfg, client)
+        carbon = planning_provider(cfg, client)
         rest = rest_of_period_g(power_w, carbon.intensity_at(now_s),
                                 tuple(carbon.forecast(now_s, end_s) or ()), now_s, end_s)
         forecast_g = sum(spent.values()) + rest

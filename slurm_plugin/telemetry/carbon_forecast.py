@@ -87,6 +87,45 @@ class ForecastingCarbon:
         return tuple((t, v) for t, v in cached[2] if start_s < t <= end_s)
 
 
+class StoredThenForecast:
+    """The forecast a live policy plans with: the points stored for the hours ahead (an
+    external forecast imported into InfluxDB or the site's ``carbon.file``), and where they
+    stop short of the horizon, or there are none, the built-in forecaster over the stored
+    history (``ForecastingCarbon``) for the hours after them. ``intensity_at`` is the
+    history's."""
+
+    def __init__(self, stored: CarbonProvider) -> None:
+        self.stored = stored
+        self.zone = stored.zone
+        self.builtin = ForecastingCarbon(stored)
+        self.used_builtin = False
+
+    def intensity_at(self, t_s: float) -> float | None:
+        return self.stored.intensity_at(t_s)
+
+    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
+        ahead = tuple(self.stored.forecast(start_s, end_s) or ())
+        last_s = ahead[-1][0] if ahead else start_s
+        if last_s + HOUR_S > end_s:
+            return ahead
+        made = tuple((t, v) for t, v in self.builtin.forecast(start_s, end_s) if t > last_s)
+        self.used_builtin = self.used_builtin or bool(made)
+        return ahead + made
+
+    @property
+    def warnings(self) -> list[str]:
+        out = list(getattr(self.stored, "warnings", ()))
+        said = self.builtin.report.warning(self.zone) if self.used_builtin else None
+        return out + ([said] if said else [])
+
+
+def planning_provider(cfg, client) -> StoredThenForecast:
+    """The site's carbon provider (``telemetry.carbon.provider_from_config``) as policies plan
+    with it: stored points ahead, then the built-in forecast."""
+    from .carbon import provider_from_config
+    return StoredThenForecast(provider_from_config(cfg, client))
+
+
 @dataclass(frozen=True, slots=True)
 class ForecastTable:
     """An external forecast: rows ``(issued_s, time_s, gco2_per_kwh)`` sorted by issue."""

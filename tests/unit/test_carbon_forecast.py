@@ -121,6 +121,29 @@ def test_forecasting_provider_reports_stale_history():
     assert p.forecast(now + 60, now + HOUR_S) == out[:1]
 
 
+def test_live_planning_uses_stored_points_ahead_then_the_builtin_forecast():
+    """A site that stores only the past (no forecast imported) still gets a forecast for its
+    policies: the built-in one over that history; stored points ahead win where they exist,
+    and the built-in forecast fills the hours after the last of them."""
+    from slurm_plugin.telemetry.carbon_forecast import StoredThenForecast
+    v = daily(24 * 40, noise=10, ar=0.9)
+    now = T0 + (24 * 38 - 1) * HOUR_S + 1200
+    past_only = StoredThenForecast(_series_provider(v[: 24 * 38]))
+    got = past_only.forecast(now, now + 6 * HOUR_S)
+    assert [t for t, _ in got] == [T0 + (24 * 38 + i) * HOUR_S for i in range(6)]
+    assert got == ForecastingCarbon(_series_provider(v[: 24 * 38])).forecast(now, now + 6 * HOUR_S)
+    assert past_only.intensity_at(now) == v[24 * 38 - 1]
+    stored = StoredThenForecast(_series_provider(v))        # the next 2 days are stored
+    assert stored.forecast(now, now + 6 * HOUR_S) == \
+        tuple(zip([T0 + (24 * 38 + i) * HOUR_S for i in range(6)], v[24 * 38: 24 * 38 + 6]))
+    short = StoredThenForecast(_series_provider(v[: 24 * 38 + 2]))   # 2 hours ahead stored
+    mixed = short.forecast(now, now + 6 * HOUR_S)
+    assert [t for t, _ in mixed] == [T0 + (24 * 38 + i) * HOUR_S for i in range(6)]
+    assert [x for _, x in mixed[:2]] == v[24 * 38: 24 * 38 + 2]
+    assert [x for _, x in mixed[2:]] == [x for _, x in ForecastingCarbon(_series_provider(
+        v[: 24 * 38 + 2])).forecast(now, now + 6 * HOUR_S)[2:]]
+
+
 def test_external_forecast_csv_newest_issue_and_skipped_rows(tmp_path):
     f = tmp_path / "fc.csv"
     f.write_text("time,gco2_per_kwh,issued\n"
