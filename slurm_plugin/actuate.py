@@ -95,6 +95,10 @@ class Outcome:
         return {"kind": a.kind, "job_id": a.job_id, "policy": a.policy, "gpus": a.gpus,
                 "begin_s": a.begin_s, "why": a.why, "predicted": dict(a.predicted),
                 "batch_size": a.batch_size, "lr_scale": a.lr_scale, "nice": a.nice,
+                # power_cap: the new per-GPU cap (None: cap removed) and the raised time limit;
+                # resize: the nodes and node count
+                "power_cap_w": a.power_cap_w, "time_limit_s": a.time_limit_s,
+                "nodes": list(a.nodes), "num_nodes": a.num_nodes,
                 "status": self.status, "detail": self.detail, "recovered": self.recovered}
 
 

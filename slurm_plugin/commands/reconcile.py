@@ -119,4 +119,9 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     for o in result.outcomes:
         a = o.action
         extra = f" gpus={a.gpus}" if a.gpus else ""
-        click.echo(f"  {o.status:8s} {a.kind} job {a.job_id}{extra}: {a.why} {o.detail}".rstrip())
+        if a.kind == "power_cap":
+            extra += f" cap={a.power_cap_w:g}W" if a.power_cap_w is not None else " cap=none"
+            if a.time_limit_s is not None:
+                extra += f" time_limit={a.time_limit_s:.0f}s"
+        who = f" job {a.job_id}" if a.job_id else ""      # an observe action names no job
+        click.echo(f"  {o.status:8s} {a.kind}{who}{extra}: {a.why} {o.detail}".rstrip(" :"))

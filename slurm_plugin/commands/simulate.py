@@ -32,10 +32,10 @@ def _fmt(v: Any) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    """Side-by-side table; with several policies, a ratio to the first after each number."""
+    """Side-by-side table; with several policies, a ratio to the first after each number.
+    Each column is as wide as its widest cell plus two spaces, so cells never run together."""
     base = results[0]
-    width = max(14, *(len(r["policy"]) + 10 for r in results))
-    lines = ["metric".ljust(26) + "".join(r["policy"].rjust(width) for r in results)]
+    rows: list[tuple[str, list[str]]] = []
     for f in FIELDS[1:]:
         cells = []
         for r in results:
@@ -44,11 +44,16 @@ def table(results: list[dict[str, Any]]) -> str:
             if len(results) > 1 and r is not base and isinstance(v, (int, float)) and \
                     isinstance(b, (int, float)) and b:
                 cell += f" ({v / b:.2f}x)"
-            cells.append(cell.rjust(width))
-        lines.append(f.ljust(26) + "".join(cells))
+            cells.append(cell)
+        rows.append((f, cells))
     for extra in ("energy_over_oracle", "energy_over_shared_oracle"):
         if any(extra in r for r in results):
-            lines.append(extra.ljust(26) + "".join(_fmt(r.get(extra)).rjust(width) for r in results))
+            rows.append((extra, [_fmt(r.get(extra)) for r in results]))
+    widths = [max(14, len(r["policy"]) + 2, *(len(cells[i]) + 2 for _, cells in rows))
+              for i, r in enumerate(results)]
+    lines = ["metric".ljust(26) + "".join(r["policy"].rjust(w) for r, w in zip(results, widths))]
+    lines += [name.ljust(26) + "".join(c.rjust(w) for c, w in zip(cells, widths))
+              for name, cells in rows]
     return "\n".join(lines)
 
 

@@ -10,6 +10,9 @@ from .. import proc
 from ..config import SiteConfig
 from ..errors import CommandError
 
+# sacct and sacctmgr talk to slurmdbd (the accounting database daemon), not to slurmctld
+_DBD_COMMANDS = ("sacct", "sacctmgr")
+_DBD_UNREACHABLE = ("Problem talking to the database", "slurm_persist_conn_open")
 _UNREACHABLE = ("Unable to contact slurm controller", "Unable to establish connection",
                 "Connection refused", "Zero Bytes were transmitted")
 
@@ -31,6 +34,10 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
         return proc.run(argv, timeout_s=timeout_s or cfg["slurm.timeout_s"], check=check,
                         input_text=input_text, env=env)
     except CommandError as exc:
+        if any(s in exc.stderr for s in _DBD_UNREACHABLE) or \
+                (cmd in _DBD_COMMANDS and any(s in exc.stderr for s in _UNREACHABLE)):
+            raise CommandError(exc.argv, exc.returncode,
+                               f"{exc.stderr.rstrip()}\n{_dbd_hint(cfg)}", exc.stdout) from None
         if any(s in exc.stderr for s in _UNREACHABLE):
             raise CommandError(exc.argv, exc.returncode,
                                f"{exc.stderr.rstrip()}\n{_hint(cfg)}", exc.stdout) from None
@@ -81,3 +88,13 @@ def _hint(cfg: SiteConfig) -> str:
     return (f"slurm: the Slurm controller is not reachable (slurm.conf {conf}, set by "
             f"{source}): start slurmctld (local test cluster: "
             "`wattctl localcluster up`) or fix slurm.conf")
+
+
+def _dbd_hint(cfg: SiteConfig) -> str:
+    if os.environ.get("SLURM_CONF"):
+        conf, source = os.environ["SLURM_CONF"], "$SLURM_CONF"
+    else:
+        conf, source = cfg["slurm.conf"] or "the default slurm.conf", cfg.source("slurm.conf")
+    return (f"slurm: the accounting database daemon slurmdbd is not reachable "
+            f"(AccountingStorageHost/Port in slurm.conf {conf}, set by {source}): start "
+            "slurmdbd (local test cluster: `wattctl localcluster up`) or fix slurm.conf")

@@ -108,6 +108,10 @@ def fake_bin(tmp_path):
     make("scontrol", 'echo "slurm_update error: Unable to contact slurm controller '
                      '(connect failure) $*" >&2; exit 1\n')
     make("sinfo", 'echo "$SLURM_CONF $*"\n')
+    make("sacct", 'echo "sacct: error: slurm_persist_conn_open_without_init: failed to open '
+                  'persistent connection to host:localhost:6819: Connection refused" >&2; '
+                  'echo "sacct: error: Problem talking to the database: Connection refused" >&2; '
+                  'exit 1\n')
     return tmp_path
 
 
@@ -134,6 +138,13 @@ def test_unreachable_controller_message_names_config(cfg):
     with pytest.raises(CommandError) as err:
         actions.release("7", cfg)
     assert "/etc/x/slurm.conf" in str(err.value) and "scontrol release 7" in str(err.value)
+
+
+def test_unreachable_database_names_slurmdbd_not_the_controller(cfg):
+    with pytest.raises(CommandError) as err:
+        slurm("sacct", ["-X"], cfg)
+    assert "slurmdbd is not reachable" in str(err.value)
+    assert "controller is not reachable" not in str(err.value)
 
 
 def test_submit_returns_id_from_parsable(cfg):
