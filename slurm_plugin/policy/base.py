@@ -56,3 +56,16 @@ class Policy(Protocol):
 def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:
     """The placement that changes nothing: Slurm decides as if wattbatch were not there."""
     return Placement(policy=policy, gpus=request.gpus, why=(why,))
+
+
+def carbon_missing(readings: Readings) -> str:
+    """Why a carbon-aware policy falls back to slurm-default: which part of the carbon data is
+    missing (live, the forecast is the points stored ahead, else the built-in forecast over
+    the stored history: ``telemetry.carbon_forecast.StoredThenForecast``)."""
+    if readings.carbon_g_per_kwh is None:
+        what = ("no carbon intensity at or before now for the site's carbon.zone (import the "
+                "zone's series: wattctl carbon import)")
+    else:
+        what = ("no carbon forecast: nothing stored ahead for the site's carbon.zone and no "
+                "history to forecast from (`wattctl carbon show` gives the newest point)")
+    return f"warning: carbon data missing ({what}): placed as slurm-default"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..model import Action, JobRequest, Placement
-from .base import Context, plain_placement
+from .base import Context, carbon_missing, plain_placement
 from .powersave import POWER_SAVE
 
 PERCENTILE = 30.0
@@ -48,8 +48,7 @@ class CarbonThreshold:
         ci = ctx.readings.carbon_g_per_kwh
         forecast = ctx.readings.carbon_forecast
         if ci is None or not forecast:
-            return plain_placement(self.name, request,
-                                   "warning: carbon data missing: placed as slurm-default")
+            return plain_placement(self.name, request, carbon_missing(ctx.readings))
         begin_s = threshold_start_s(ctx.now_s, ci, forecast, slack_s)
         if begin_s <= ctx.now_s:
             return plain_placement(self.name, request, "intensity below the window's 30th "

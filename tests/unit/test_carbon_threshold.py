@@ -53,6 +53,10 @@ def test_jobs_without_slack_or_carbon_data_go_in_unchanged():
                         ctx(0.0, 500.0, fc)).changes_anything
     missing = p.advise(JobRequest(gpus=1, slack_s=H), ctx(0.0, None, ()))
     assert not missing.changes_anything and "carbon data missing" in missing.why[0]
+    assert "no carbon intensity" in missing.why[0]
+    # an intensity now but nothing stored after now (a site that imported only the past)
+    stale = p.advise(JobRequest(gpus=1, slack_s=H), ctx(0.0, 93.5, ()))
+    assert not stale.changes_anything and "no carbon forecast" in stale.why[0]
 
 
 def test_slack_rule_is_seeded_and_keeps_its_share():

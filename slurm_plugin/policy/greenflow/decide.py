@@ -25,7 +25,7 @@ from ...errors import ConfigError, InputError
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...physics import idle_power_w, job_class, node_base_power_w
 from ...physics.job_cap import capped_job
-from ..base import Context, plain_placement
+from ..base import Context, carbon_missing, plain_placement
 from ..powersave import POWER_SAVE
 from ..queue import queue_tier
 from .observe import LAST_S, OBSERVE_S, observe, weight
@@ -36,7 +36,6 @@ from .size import MAX_RESIZES_PER_PASS, POWERS, free_per_node, is_resizable, res
 
 NAME = "greenflow"
 MOVE_S = 1800.0          # a re-planned start closer than this to the current one stays put
-WARN_NO_CARBON = "warning: carbon data missing: placed as slurm-default"
 
 
 _GPN: list = [None, 8]    # (the nodes tuple last measured, its GPUs per node)
@@ -138,7 +137,7 @@ class GreenFlow:
         s = parse_settings(ctx.settings)
         r = ctx.readings
         if r.carbon_g_per_kwh is None or not r.carbon_forecast:
-            return plain_placement(self.name, request, WARN_NO_CARBON)
+            return plain_placement(self.name, request, carbon_missing(r))
         now = ctx.now_s
         curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         gpn = _gpus_per_node(ctx.cluster)
