@@ -120,6 +120,7 @@ SCHEMA: dict[str, Key] = {
     "influx.timeout_s": _num(0.05, 60),
     "carbon.zone": Key(str),
     "carbon.file": Key(str),
+    "carbon.max_age_s": _num(0, 1e9),
     "node.state_dir": Key(str),
     "node.gpu_source": Key(str),
     "node.gpu_model": Key(str),

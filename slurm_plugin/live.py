@@ -57,6 +57,7 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
             verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
     reads = read_readings(client, time.time(), carbon=planning_provider(cfg, client),
                           cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
+                          carbon_max_age_s=cfg["carbon.max_age_s"],
                           job_gpus=job_gpus, job_start_s=job_start_s)
     return replace(reads, warnings=(*note, *reads.warnings)) if note else reads
 

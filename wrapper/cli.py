@@ -63,7 +63,8 @@ def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
     def running() -> Any:     # asked last: the snapshot may still be on its way
         yield from (j for j, job in cluster.jobs.items() if job.running) if cluster else ()
     return read_readings(client, now_s, carbon=planning_provider(cfg, client),
-                         cluster=cfg["cluster.name"], job_ids=running())
+                         cluster=cfg["cluster.name"], job_ids=running(),
+                         carbon_max_age_s=cfg["carbon.max_age_s"])
 
 
 LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings)

@@ -148,10 +148,17 @@ def plausible_progress(progress: Mapping[str, Progress],
     return out
 
 
-def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float,
+def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_s: float,
             warnings: list[str]) -> tuple[float | None, tuple[tuple[float, float], ...]]:
     where = f"carbon_intensity,zone={carbon.zone}"
     now_g = carbon.intensity_at(now_s)
+    if now_g is not None and max_age_s > 0:
+        stored = getattr(carbon, "stored", carbon)      # the points, not a forecast of them
+        if not stored.forecast(now_s - max_age_s, now_s):
+            warnings.append(f"telemetry: {where}: no point in the last {max_age_s / 3600:g} h "
+                            "(carbon.max_age_s): the data is stale, so carbon is not planned "
+                            "with; import the zone's recent intensities (wattctl carbon import)")
+            return None, ()
     if now_g is not None:
         try:
             now_g = checked(now_g, "gco2_per_kwh", f"{where} at {now_s:.0f}")
@@ -172,13 +179,15 @@ def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float,
 def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider | None = None,
                   cluster: str = "", job_ids: Iterable[str] = (),
                   gpu_max_age_s: float = 300.0, progress_max_age_s: float = 7 * 86400.0,
-                  forecast_horizon_s: float = 48 * 3600.0, verify: Verify | None = None,
+                  forecast_horizon_s: float = 48 * 3600.0, carbon_max_age_s: float = 0.0,
+                  verify: Verify | None = None,
                   job_gpus: Mapping[str, Iterable[tuple[str, int]]] | None = None,
                   job_start_s: Mapping[str, float] | None = None) -> Readings:
     """Everything a policy may use at ``now_s``, in one frozen ``Readings``.
 
     Progress is read for ``job_ids`` when given, else for every job seen in
-    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``. ``verify``
+    ``progress_max_age_s``; the carbon forecast covers ``forecast_horizon_s``, and carbon
+    whose newest point is older than ``carbon_max_age_s`` (0: no limit) is left out as stale. ``verify``
     checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
     of a job whose GPUs are idle is left out (``plausible_progress``, with ``job_start_s``).
     Each source (GPUs, progress, carbon) that fails is left empty and every value out of its
@@ -199,7 +208,7 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
                  verify=verify), {})]
     if carbon is not None:
         calls.append(attempt("carbon intensity", lambda w: _carbon(
-            carbon, now_s, forecast_horizon_s, w), (None, ())))
+            carbon, now_s, forecast_horizon_s, carbon_max_age_s, w), (None, ())))
     results = _in_parallel(calls)
     warnings = [line for _, said, _ in results for line in said]
     errors = [exc for _, _, exc in results if exc is not None]

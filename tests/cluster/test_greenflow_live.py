@@ -87,6 +87,31 @@ def test_a_deferrable_job_starts_at_the_forecast_low_and_follows_a_new_forecast(
     assert snapshot(cfg).jobs[job_id].begin_s == pytest.approx(new_low_s, abs=1)
 
 
+def test_with_only_the_past_stored_the_builtin_forecast_finds_the_daily_low(
+        localcluster, env, tmp_path):
+    """A site that stores only past intensities (no forecast imported): ten days of history
+    whose low (100 g/kWh, 400 otherwise) falls at the same hour every day, 3 hours from now.
+    The built-in forecast over that history puts the next low there, and a
+    deferrable job gets ``--begin`` at it (before, no point ahead meant "carbon data missing")."""
+    cfg = localcluster.config()
+    base = (time.time() // HOUR_S) * HOUR_S
+    low_s = base + 3 * HOUR_S
+    rows = ["Time,Carbon Intensity"]
+    for k in range(10 * 24, -1, -1):
+        t = base - k * HOUR_S
+        value = 100.0 if t % 86400 == low_s % 86400 else 400.0
+        rows.append(f"{datetime.fromtimestamp(t, timezone.utc):%Y-%m-%d %H:%M:%S},{value}")
+    (tmp_path / "carbon.csv").write_text("\n".join(rows) + "\n")
+    job_id, why = _wattbatch(env, "--wb-slack=6h", "--wb-app=resnet18", "-t", "30",
+                             "--gres=gpu:1", "--wrap=sleep 5")
+    try:
+        assert "carbon data missing" not in why and "sbatch options added: --begin=" in why, why
+        job = wait_job(cfg, job_id, lambda j: j.pending)
+        assert job.begin_s == pytest.approx(low_s, abs=1), why
+    finally:
+        run(["scancel", job_id], env=env, timeout_s=30)
+
+
 def test_a_job_over_two_nodes_is_packed_on_one_switch(localcluster, env, tmp_path):
     cfg = localcluster.config()
     _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)

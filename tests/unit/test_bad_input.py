@@ -94,6 +94,27 @@ def test_carbon_with_extra_column_null_time_and_bad_values():
     assert "1000000.0" in text and "-3.0" in text and "nan" in text and "None" in text
 
 
+def test_stale_carbon_data_is_not_planned_with_and_says_so():
+    """The newest stored point older than ``carbon_max_age_s``: no intensity, no forecast (the
+    policies fall back to slurm-default), one warning naming the zone, the age and the fix;
+    recent data, or no limit, is read as before."""
+    from slurm_plugin.telemetry.carbon import SeriesCarbon
+    from slurm_plugin.telemetry.carbon_csv import CarbonPoint
+    from slurm_plugin.telemetry.carbon_forecast import StoredThenForecast
+    old = SeriesCarbon("GB", tuple(CarbonPoint(NOW_S - 5 * 86400 - k * 3600, 200.0 + k)
+                                   for k in range(24 * 40, -1, -1)))
+    for carbon in (old, StoredThenForecast(old)):
+        reads = read_readings(Answers(), NOW_S, carbon=carbon, carbon_max_age_s=2 * 86400)
+        assert reads.carbon_g_per_kwh is None and reads.carbon_forecast == ()
+        assert len(reads.warnings) == 1 and "zone=GB" in reads.warnings[0]
+        assert "48 h" in reads.warnings[0] and "wattctl carbon import" in reads.warnings[0]
+        kept = read_readings(Answers(), NOW_S, carbon=carbon, carbon_max_age_s=0)
+        assert kept.carbon_g_per_kwh == 200.0
+    recent = read_readings(Answers(), NOW_S - 5 * 86400 + 60, carbon=StoredThenForecast(old),
+                           carbon_max_age_s=2 * 86400)
+    assert recent.carbon_g_per_kwh == 200.0 and recent.carbon_forecast
+
+
 def test_a_source_of_the_wrong_shape_leaves_the_others():
     reads = read_readings(Answers(gpu=gpu_doc([T_NS, 1.0, 1.0, 300.0, 100.0, 50.0]),
                                   job_progress={"results": [{"error": "shard down"}]}), NOW_S)
