@@ -232,6 +232,46 @@ def test_empty_powered_node_before_a_suspended_one() -> None:
     assert _ask(cluster).nodes == ("a",)        # no readings: name order
 
 
+def test_a_free_gpu_jobs_queued_earlier_take_first_is_not_pinned() -> None:
+    """Jobs queued before this one (not yet started) take the free GPUs Slurm's first fit
+    gives them, lowest index first, node by node: a pin to one of those would leave the job
+    waiting while other GPUs are idle, so the next GPUs are taken; pinned, held or deferred
+    jobs and multi-node jobs claim nothing."""
+    from slurm_plugin.model import Job
+    from slurm_plugin.policy.eaco.decide import claimed_by_queue
+    a, b = _node("a", None, 3), _node("b", None, 3)           # 4 free GPUs each
+
+    def queued(*jobs: Job) -> Cluster:
+        return Cluster(nodes=(a[0], b[0]), taken_s=shapes.NOW, pending_count=len(jobs),
+                       jobs=MappingProxyType({j.job_id: j for j in jobs}))
+    early = [Job(job_id=f"q{i}", state="PENDING", gpus=1, submit_s=shapes.NOW - 10 + i)
+             for i in range(4)]
+    assert claimed_by_queue(queued(*early), shapes.NOW) == {("a", i) for i in range(4)}
+    pl = _ask(queued(*early))     # the empty node tried (the first) is claimed: Slurm picks
+    assert (pl.nodes, pl.gpu_indexes, pl.share_mode) == ((), (), "shard"), pl.why
+    assert "whichever GPU Slurm finds first" in pl.why[0]
+    assert "1 with a free GPU a job queued earlier takes first" in pl.why[0]
+    # a node that stays on anyway (its job has 10,000 s left) comes first, but the two jobs
+    # queued earlier take its two free GPUs: the job goes alone on the empty node instead
+    busy_a = _node("a", ("xa", "lstm", 10_000), 2, exclusive=True)
+    two = {j.job_id: j for j in early[:2]}
+    ask = Cluster(nodes=(busy_a[0], b[0]), taken_s=shapes.NOW, pending_count=2,
+                  jobs=MappingProxyType({**busy_a[1], **two}))
+    assert claimed_by_queue(ask, shapes.NOW) == {("a", 1), ("a", 2)}
+    pl = _ask(ask)
+    assert (pl.nodes, pl.gpu_indexes) == (("b",), (3,)), pl.why
+    unqueued = Cluster(nodes=ask.nodes, taken_s=shapes.NOW, jobs=MappingProxyType(busy_a[1]))
+    assert (_ask(unqueued).nodes, _ask(unqueued).gpu_indexes) == (("a",), (2,))
+    assert _ask(queued()).nodes == ("a",)                       # nothing queued: node a
+    others = [Job(job_id="p", state="PENDING", gpus=1, submit_s=1.0, pinned=(("a", "g0", 0),)),
+              Job(job_id="h", state="PENDING", gpus=1, submit_s=2.0, reason="JobHeldUser"),
+              Job(job_id="d", state="PENDING", gpus=1, submit_s=3.0, begin_s=shapes.NOW + 60),
+              Job(job_id="m", state="PENDING", gpus=2, num_nodes=2, submit_s=4.0),
+              Job(job_id="big", state="PENDING", gpus=4, submit_s=5.0)]
+    assert claimed_by_queue(queued(*others), shapes.NOW) == {("a", i) for i in range(4)}
+    assert claimed_by_queue(queued(*others[:4]), shapes.NOW) == frozenset()
+
+
 def test_no_free_gpu_and_no_shards_is_plain_exclusive() -> None:
     cluster = Cluster(nodes=(Node("a", "idle"),), taken_s=shapes.NOW)
     pl = Eaco().advise(JobRequest(gpus=1, app="alexnet", submit_s=shapes.NOW),

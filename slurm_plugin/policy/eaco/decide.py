@@ -35,10 +35,11 @@ from typing import Any
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ...model import Action, Gpu, Job, JobRequest, Node, Placement
+from ...model import Action, Cluster, Gpu, Job, JobRequest, Node, Placement
 from ...physics import JobClass, node_base_power_w, node_resume_delay_s
 from ..base import Context, plain_placement
 from ..powersave import POWER_SAVE
+from ..queue import first_queued
 from .index import KindIndex, NodeMemo
 from .observe import ObserveMemo, observe
 from .predict import (
@@ -157,6 +158,31 @@ def _gpu_summary(node: Node, jobs: Mapping[str, Job], shared_gpus: dict[int, tup
     return busy, tuple(free), tuple(shared)
 
 
+def claimed_by_queue(cluster: Cluster, now_s: float) -> frozenset[tuple[str, int]]:
+    """The free GPUs (node, index) Slurm gives the jobs already queued before a new one can
+    start: each waiting one-node job on whole GPUs, not pinned nor held nor deferred, in
+    submission order, on the first node with enough free GPUs, lowest index first (Slurm's
+    first fit). A job pinned to one of them would wait for it while other GPUs stand idle."""
+    if not cluster.pending_at_least(1):
+        return frozenset()
+    free: dict[str, list[int]] | None = None
+    claimed: list[tuple[str, int]] = []
+    for job in first_queued(cluster, QUEUE_DEPTH):
+        if job.num_nodes != 1 or job.gpus < 1 or job.pinned or "Held" in job.reason \
+                or (job.begin_s is not None and job.begin_s > now_s):
+            continue
+        if free is None:
+            free = {n.name: [g.index for g in n.gpus
+                             if g.exclusive_job is None and not g.shard_jobs]
+                    for n in cluster.nodes if n.available}
+        for name, idle in free.items():
+            if len(idle) >= job.gpus:
+                claimed += [(name, i) for i in idle[:job.gpus]]
+                del idle[:job.gpus]
+                break
+    return frozenset(claimed)
+
+
 def _joins(entry: tuple, w: int, need_mib: int, s: EacoSettings) -> bool:
     """Whether a job taking ``w`` shards and ``need_mib`` of memory fits on a shared GPU of
     ``_gpu_summary`` by job count, shards and memory (its utilisation is checked apart)."""
@@ -256,7 +282,13 @@ class Eaco:
             options = self._options(request, ctx, s, shares, own_util)
             rejected: dict[str, int] = {}
             tried = 0
+            claimed = claimed_by_queue(ctx.cluster, ctx.now_s)
             for cand in options:
+                if claimed and any((cand.node.name, g.index) in claimed
+                                   for g, res in zip(cand.gpus, cand.residents) if not res):
+                    rejected["with a free GPU a job queued earlier takes first"] = \
+                        rejected.get("with a free GPU a job queued earlier takes first", 0) + 1
+                    continue
                 if cand.alone:
                     reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
                     return self._alone(request, s, shares, cand, tried, reasons)
