@@ -80,21 +80,22 @@ def slurm_release(cfg: SiteConfig) -> str:
     return _RELEASES[key]
 
 
-def _hint(cfg: SiteConfig) -> str:
+def _conf(cfg: SiteConfig) -> tuple[str, str]:
+    """The slurm.conf the commands read, and what set it."""
     if os.environ.get("SLURM_CONF"):
-        conf, source = os.environ["SLURM_CONF"], "$SLURM_CONF"
-    else:
-        conf, source = cfg["slurm.conf"] or "the default slurm.conf", cfg.source("slurm.conf")
+        return os.environ["SLURM_CONF"], "$SLURM_CONF"
+    return cfg["slurm.conf"] or "the default slurm.conf", cfg.source("slurm.conf")
+
+
+def _hint(cfg: SiteConfig) -> str:
+    conf, source = _conf(cfg)
     return (f"slurm: the Slurm controller is not reachable (slurm.conf {conf}, set by "
             f"{source}): start slurmctld (local test cluster: "
             "`wattctl localcluster up`) or fix slurm.conf")
 
 
 def _dbd_hint(cfg: SiteConfig) -> str:
-    if os.environ.get("SLURM_CONF"):
-        conf, source = os.environ["SLURM_CONF"], "$SLURM_CONF"
-    else:
-        conf, source = cfg["slurm.conf"] or "the default slurm.conf", cfg.source("slurm.conf")
+    conf, source = _conf(cfg)
     return (f"slurm: the accounting database daemon slurmdbd is not reachable "
             f"(AccountingStorageHost/Port in slurm.conf {conf}, set by {source}): start "
             "slurmdbd (local test cluster: `wattctl localcluster up`) or fix slurm.conf")
