@@ -20,3 +20,15 @@ def wait_job(cfg, job_id: str, ok, timeout_s: float = 60.0) -> Job:
         if time.monotonic() > deadline:
             pytest.fail(f"job {job_id} not as expected after {timeout_s:g} s: {job}")
         time.sleep(0.5)
+
+
+def fill_every_gpu(cfg, env: dict) -> list[str]:
+    """One plain job on all the GPUs of each node (10-minute limit), each running when this
+    returns: a job submitted next waits. The caller cancels them."""
+    from slurm_plugin.proc import run
+    fill = [run(["sbatch", "--parsable", "-w", n.name, f"--gres=gpu:{len(n.gpus)}", "-t", "10",
+                 "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
+            .stdout.strip().split(";")[0] for n in snapshot(cfg).nodes]
+    for job_id in fill:
+        wait_job(cfg, job_id, lambda j: j.running)
+    return fill

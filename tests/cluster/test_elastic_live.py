@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_waits import wait_job
+from cluster_waits import fill_every_gpu, wait_job
 
 from slurm_plugin import live
 from slurm_plugin.history import FILE_NAME as HISTORY_FILE
@@ -249,14 +249,9 @@ def test_with_order_queue_a_waiting_job_ages_into_earlier_queue_tiers(localclust
     pass at once does nothing more."""
     cfg = localcluster.config()
     env = {**env, "WATTBATCH_ELASTIC_ORDER_QUEUE": "true", "WATTBATCH_ELASTIC_TIER_AGE_S": "15"}
-    nodes = sorted(n.name for n in snapshot(cfg).nodes)
-    fill = [run(["sbatch", "--parsable", "-w", n, "--gres=gpu:4", "-t", "10",
-                 "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
-            .stdout.strip().split(";")[0] for n in nodes]
-    job_id = ""
+    job_id, fill = "", []
     try:
-        for f in fill:
-            wait_job(cfg, f, lambda j: j.running)
+        fill = fill_every_gpu(cfg, env)
         job_id = submit(env, tmp_path, "aging", steps=100, step_s=0.2, epoch=10, gpus=4,
                         limit_min=120, sbatch_args=("--nice=7",))
         shown = actions.show_job(job_id, cfg)

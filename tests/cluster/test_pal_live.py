@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_waits import wait_job
+from cluster_waits import fill_every_gpu, wait_job
 
 import slurm_plugin
 from slurm_plugin.node.emulated import emulated_gpus
@@ -151,14 +151,9 @@ def test_with_tier_age_s_a_waiting_job_moves_to_earlier_tiers_and_keeps_its_type
     state.mkdir()
     env = {**localcluster.env, "WATTBATCH_PAL_PROFILE": str(profile), "WATTBATCH_SERVER": "0",
            "WATTBATCH_PAL_TIER_AGE_S": "15", "WATTBATCH_RECONCILE_STATE_DIR": str(state)}
-    nodes = sorted(n.name for n in snapshot(cfg).nodes)
-    fill = [run(["sbatch", "--parsable", "-w", n, "--gres=gpu:4", "-t", "10",
-                 "--output=/dev/null", "--wrap=sleep 600"], env=env, timeout_s=30)
-            .stdout.strip().split(";")[0] for n in nodes]
-    job_id = ""
+    job_id, fill = "", []
     try:
-        for f in fill:
-            wait_job(cfg, f, lambda j: j.running)
+        fill = fill_every_gpu(cfg, env)
         job_id = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=pal",
                       "--wb-app=lstm", "--gres=gpu:g1:1", "-t", "120", "--nice=7", "-o",
                       "/dev/null", "--wrap", "sleep 60"], env=env, timeout_s=60
