@@ -278,6 +278,26 @@ def deadline_warning(wb: WbSettings, limit_s: float | None, now_s: float) -> str
     return ""
 
 
+def app_warning(wb: WbSettings) -> str:
+    """What to say (once, the job still goes in) when ``--wb-app`` names no known workload
+    class: the policies that predict from the class treat the job as of unknown class."""
+    if not wb.app:
+        return ""
+    from slurm_plugin.errors import InputError
+    from slurm_plugin.physics import class_names, job_class
+    from slurm_plugin.physics.pollux import pollux_apps
+    if wb.app.strip().lower() in pollux_apps():     # a scaling profile's (elastic, ones)
+        return ""
+    try:
+        job_class(wb.app)
+    except InputError:
+        return (f"{wb.sources.get('app', 'command line')}: --wb-app={wb.app!r}: not a known "
+                f"workload class, so the policies that predict from it (eaco's sharing, pal's "
+                f"class, greenflow's models) treat the job as unknown; give the nearest in kind of: "
+                f"{', '.join(class_names())}")
+    return ""
+
+
 def _read(view: SbatchView, name: str, parse: Callable[[str], float | None]) -> float | None:
     """``parse`` of option ``name``'s value; its ``ValueError`` also says where the value came
     from (``command line``, ``script line N``, ``$SBATCH_...``)."""

@@ -40,7 +40,7 @@ SCRIPT = """#!/bin/bash
 
 # a comment does not stop the header
 #SBATCH --partition=gpu
-#WATTBATCH app=resnet50
+#WATTBATCH app=resnet18
 echo "args: $*"
 #SBATCH --job-name=ignored-after-command
 """
@@ -98,7 +98,7 @@ def test_script_directives_and_command_line(localcluster, script, tmp_path):
     assert job["JobName"] == "from-script" and job["TimeLimit"] == "00:03:00"
     assert job["Partition"] == "gpu" and job["TresPerNode"] == "gres:gpu:2"
     assert job["Comment"] == "script comment"         # job_submit.lua took the wb: tag out
-    assert job["AdminComment"].endswith("declared_app=resnet50;tagged=1;policy=slurm-default")
+    assert job["AdminComment"].endswith("declared_app=resnet18;tagged=1;policy=slurm-default")
     assert job["StdOut"] == f"{tmp_path}/from-script-{job['JobId']}.out"
     assert job["Command"].split()[0] == str(script)   # 24.11+ show no arguments here
     subprocess.run(["scontrol", "release", job["JobId"]], check=True, timeout=30)

@@ -436,3 +436,14 @@ def test_a_deadline_that_leaves_no_slack_is_one_warning_and_the_job_goes_in(fake
         "wattbatch: warning: command line: --wb-deadline='now+10minutes': only 10 min away")
     rc, _, err, _, _ = _run(fake, ["--wb-deadline=now+3hours", "-t", "60", "job.sh"])
     assert rc == 0 and err == ""
+
+
+def test_an_unknown_workload_class_is_one_warning_and_the_job_goes_in(fake):
+    rc, out, err, sent, _ = _run(fake, ["--wb-app=resnet50", "job.sh"])
+    assert rc == 0 and out == "Submitted batch job 77\n" and sent is not None
+    assert err.count("\n") == 1 and err.startswith(
+        "wattbatch: warning: command line: --wb-app='resnet50': not a known workload class")
+    assert "resnet18" in err and "vgg16" in err
+    for known in ("ResNet18", "cifar10"):    # any case; a Pollux scaling profile's too
+        rc, _, err, _, _ = _run(fake, [f"--wb-app={known}", "job.sh"])
+        assert rc == 0 and err == ""
