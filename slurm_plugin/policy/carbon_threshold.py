@@ -26,13 +26,23 @@ def threshold_gco2_per_kwh(values: list[float], percentile: float = PERCENTILE) 
     return ordered[k]
 
 
-def threshold_start_s(now_s: float, now_gco2_per_kwh: float,
-                      forecast: tuple[tuple[float, float], ...] | list, slack_s: float) -> float:
-    """When a job submitted at ``now_s`` with ``slack_s`` starts under the threshold rule."""
+def first_below_s(now_s: float, now_gco2_per_kwh: float,
+                  forecast: tuple[tuple[float, float], ...] | list, slack_s: float
+                  ) -> float | None:
+    """The first moment of the slack window whose intensity is below the window's 30th
+    percentile; None when none is (a flat window, or clean hours tied at the percentile)."""
     end_s = now_s + slack_s
     window = [(now_s, now_gco2_per_kwh)] + [(t, v) for t, v in forecast if now_s < t <= end_s]
     limit = threshold_gco2_per_kwh([v for _, v in window])
-    return next((t for t, v in window if v < limit), end_s)
+    return next((t for t, v in window if v < limit), None)
+
+
+def threshold_start_s(now_s: float, now_gco2_per_kwh: float,
+                      forecast: tuple[tuple[float, float], ...] | list, slack_s: float) -> float:
+    """When a job submitted at ``now_s`` with ``slack_s`` starts under the threshold rule: the
+    first moment below the percentile, else the end of its slack."""
+    first = first_below_s(now_s, now_gco2_per_kwh, forecast, slack_s)
+    return now_s + slack_s if first is None else first
 
 
 class CarbonThreshold:
@@ -49,13 +59,16 @@ class CarbonThreshold:
         forecast = ctx.readings.carbon_forecast
         if ci is None or not forecast:
             return plain_placement(self.name, request, carbon_missing(ctx.readings))
-        begin_s = threshold_start_s(ctx.now_s, ci, forecast, slack_s)
+        first = first_below_s(ctx.now_s, ci, forecast, slack_s)
+        begin_s = ctx.now_s + slack_s if first is None else first
         if begin_s <= ctx.now_s:
             return plain_placement(self.name, request, "intensity below the window's 30th "
                                    "percentile: starts now")
+        where = ("to the end of its slack: no hour of its slack window is below the window's "
+                 "30th percentile" if first is None else
+                 "to the first hour below the 30th percentile of its slack window")
         return Placement(policy=self.name, gpus=request.gpus, begin_s=begin_s,
-                         why=(f"deferred {begin_s - ctx.now_s:.0f} s to the first hour below the "
-                              "30th percentile of its slack window",))
+                         why=(f"deferred {begin_s - ctx.now_s:.0f} s {where}",))
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         return ()

@@ -29,6 +29,14 @@ def test_starts_at_the_first_hour_below_the_windows_30th_percentile():
 
 def test_flat_window_waits_until_the_end_of_its_slack():
     assert threshold_start_s(0.0, 100.0, [(H, 100.0), (2 * H, 100.0)], 2 * H) == 2 * H
+    p = get_policy("carbon-threshold")
+    # clean hours tied at the percentile: none is below it, and the job is told so
+    tied = p.advise(JobRequest(gpus=1, slack_s=4 * H),
+                    ctx(0.0, 400.0, [(H, 50.0), (2 * H, 50.0), (3 * H, 50.0), (4 * H, 300.0)]))
+    assert tied.begin_s == 4 * H and "to the end of its slack: no hour" in tied.why[0]
+    below = p.advise(JobRequest(gpus=1, slack_s=4 * H),
+                     ctx(0.0, 200.0, [(H, 300.0), (2 * H, 100.0), (3 * H, 50.0), (4 * H, 400.0)]))
+    assert below.begin_s == 3 * H and "to the first hour below" in below.why[0]
 
 
 def test_now_below_the_threshold_starts_now_and_the_begin_stays_in_the_slack():
