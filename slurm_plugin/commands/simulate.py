@@ -210,7 +210,10 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
     if trace is not None and from_sacct is not None:
         raise click.UsageError("give --trace FILE or --from-sacct FILE, not both")
-    names = [policy] if policy else [p.strip() for p in compare.split(",") if p.strip()]
+    names = [policy] if policy else [p.strip() for p in compare.split(",")]
+    if compare is not None and (not all(names) or len(set(names)) < len(names)):
+        raise click.UsageError(f"--compare {compare!r}: give each policy once, comma-separated, "
+                               "with no empty name (e.g. --compare slurm-default,eaco)")
     if plot_file is not None:
         _check_plot(plot_file)
     if cluster_file is not None:

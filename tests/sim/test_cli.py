@@ -89,6 +89,12 @@ def test_compare_table_shows_ratios_to_the_first():
     assert "x)" in res.output and res.output.splitlines()[0].split()[1] == "slurm-default"
 
 
+@pytest.mark.parametrize("names", ["eaco,eaco", "eaco,,gandiva", "eaco,"])
+def test_compare_names_each_policy_once(names):
+    res = run(*SMALL, "--compare", names)
+    assert res.exit_code == 2 and "give each policy once" in res.output, res.output
+
+
 def test_timeline_integrates_to_the_energy(tmp_path):
     tl = tmp_path / "tl.csv"
     res = run(*SMALL, "--policy", "gandiva", "--json", "--timeline", str(tl))
