@@ -127,6 +127,8 @@ def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: st
     result = aggregate(records, by, default_app)
     result.update({"since": _when(since_s), "until": _when(until_s), "since_s": since_s,
                    "until_s": until_s, "cluster": cluster or "all"})
+    result["carbon_notes"] = _stale_carbon(client, zone or cfg["carbon.zone"], since_s, until_s,
+                                           cfg["carbon.max_age_s"], result["total"])
     if plot_file is not None:
         from ..report.daily import per_day
         from ..report.plot import plot_daily
@@ -151,11 +153,28 @@ def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: st
     if t["co2_missing_records"]:
         click.echo(f"{t['co2_missing_records']} records carry no co2_g (no carbon intensity "
                    "at the epilog): their carbon is left out of kgCO2")
+    for note in result["carbon_notes"]:
+        click.echo(f"note: {note}")
     click.echo(f"exclusive GPUs: the same jobs alone on their GPUs (physics by job class, "
                f"{default_app} when none): sharing saved {_num(t['saved_kwh'])} kWh "
                f"({t['saved_pct']:.1f}%)")
     if plot_file is not None:
         click.echo(f"plot: {plot_file}")
+
+
+def _stale_carbon(client, zone: str, since_s: float, until_s: float, max_age_s: float,
+                  total: dict) -> list[str]:
+    """A note when the jobs' carbon was charged while the zone's stored intensity was stale:
+    no point from ``max_age_s`` before the period to its end (the collector charges the newest
+    value, whatever its age)."""
+    if max_age_s <= 0 or not total.get("co2_kg"):
+        return []
+    from ..report.records import read_intensity
+    if read_intensity(client, zone, since_s - max_age_s, until_s):
+        return []
+    return [f"zone {zone}: no carbon intensity stored from {max_age_s / 3600:g} h before the "
+            "period to its end (carbon.max_age_s): the kgCO2 above was charged at an older "
+            "value; import the zone's intensities for the period (wattctl carbon import)"]
 
 
 def _batches(client, since_s: float, until_s: float, job_id: str | None, as_json: bool) -> None:

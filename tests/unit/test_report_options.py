@@ -34,3 +34,24 @@ def test_batches_with_its_own_options_goes_on_to_influxdb():
     r = CliRunner().invoke(wattctl, ["report", "--batches", "--job", "5", "--since", "now-1days",
                                      "--json"])
     assert isinstance(r.exception, TelemetryError)
+
+
+def test_a_note_says_when_the_carbon_was_charged_at_a_stale_intensity():
+    from slurm_plugin.commands.report import _stale_carbon
+
+    class Client:
+        def __init__(self, points):
+            self.points, self.asked = points, []
+
+        def query(self, influxql):
+            self.asked.append(influxql)
+            from slurm_plugin.telemetry.influx import Series
+            return [Series("carbon_intensity", {}, ["time", "mean"], self.points)]
+    day = 86400.0
+    stale = _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 2 * day, {"co2_kg": 1.5})
+    assert len(stale) == 1 and "zone GB" in stale[0] and "wattctl carbon import" in stale[0]
+    fresh = Client([[9 * day, 200.0]])
+    assert _stale_carbon(fresh, "GB", 10 * day, 11 * day, 2 * day, {"co2_kg": 1.5}) == []
+    assert str(int((8 * day) * 1e9)) in fresh.asked[0]      # from max_age_s before the period
+    assert _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 0.0, {"co2_kg": 1.5}) == []
+    assert _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 2 * day, {"co2_kg": None}) == []
