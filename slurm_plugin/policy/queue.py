@@ -1,5 +1,5 @@
-"""The head of the queue as the policies that rank by submission read it, and the queue tiers
-(``Placement.nice``) of the policies that put smaller jobs first."""
+"""The head of the queue as the policies that rank by submission read it, the queue tiers
+(``Placement.nice``) of the policies that put smaller jobs first, and their aging."""
 
 from __future__ import annotations
 
@@ -93,8 +93,7 @@ def age_tiers(policy: str, jobs: Iterable[Job], now_s: float, tier_age_s: float,
     the one it waits in (recorded in the history under ``key_of(job_id)``, else its own) is
     moved into it: a resize at its own size with the new ``nice`` (it is not running, so
     nothing restarts; its request, typed or pinned GPUs included, is left as it is), at most
-    ``max_moves``, the longest waiting first; then one observation
-    recording the new tiers."""
+    ``max_moves``, the longest waiting first; then one observation recording the new tiers."""
     due = []
     for job in jobs:
         if job.gpus < 1:        # shares of GPUs: their request is not a whole-GPU resize's
