@@ -206,19 +206,12 @@ def _report(twin: _Twin) -> str:
             f"  simulator: {sim}\n  live:      {live}")
 
 
+@pytest.mark.parametrize("kept", [False, True], ids=["fresh", "kept"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize("name,settings", CASES, ids=CASE_IDS)
-def test_fresh_policies_decide_the_same_without_the_simulators_caches(tmp_path, scenario, name,
-                                                                      settings):
-    twin = _run(tmp_path, scenario, name, settings, kept=False)
-    assert twin.calls > 50 and twin.queued_passes > 10
-    assert not twin.differ, _report(twin)
-
-
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-@pytest.mark.parametrize("name,settings", CASES, ids=CASE_IDS)
-def test_a_kept_policy_decides_the_same_without_the_simulators_caches(tmp_path, scenario, name,
-                                                                      settings):
-    twin = _run(tmp_path, scenario, name, settings, kept=True)
+def test_policies_decide_the_same_without_the_simulators_caches(tmp_path, scenario, name,
+                                                                settings, kept):
+    """Fresh policy objects at every call, and one policy kept across the whole run."""
+    twin = _run(tmp_path, scenario, name, settings, kept=kept)
     assert twin.calls > 50 and twin.queued_passes > 10
     assert not twin.differ, _report(twin)
