@@ -3,15 +3,31 @@
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+import re
 from typing import Any, Callable, Iterable, Mapping
 
 from ..model import Action, Cluster, Job
 
 
+_SLURM_ID = re.compile(r"(\d+)(?:[_+](\d+))?")
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def id_order(job_id: str) -> tuple[int, int, int, str]:
+    """A job id as Slurm orders jobs of equal priority: by number, then by array task (or
+    heterogeneous component) number, so "123_2" comes before "123_10" and "99" before "100".
+    Ids that do not start with a number (a trace's job names) come after, as text."""
+    m = _SLURM_ID.match(job_id)
+    if m is None:
+        return 1, 0, 0, job_id
+    return 0, int(m[1]), -1 if m[2] is None else int(m[2]), job_id[m.end():]
+
+
 def by_submission(job: Job) -> tuple:
-    return job.submit_s, job.job_id
+    return job.submit_s, id_order(job.job_id)
 
 
 def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any],
@@ -33,7 +49,7 @@ def head_by(order: Iterable[Job], limit: int, key: Callable[[Job], Any],
             break
         last = k
         if not j.shards:
-            out.append((k, j.job_id, j))
+            out.append((k, id_order(j.job_id), j))
     out.sort(key=lambda row: row[:2])
     return [row[2] for row in out[:limit]]
 
@@ -104,12 +120,13 @@ def age_tiers(policy: str, jobs: Iterable[Job], now_s: float, tier_age_s: float,
         aged = max(0, base - int((now_s - job.submit_s) // tier_age_s))
         got = history.get(key_of(job.job_id)) if history else None
         if aged < (base if got is None else int(got)):
-            due.append((job.submit_s, job.job_id, job, aged))
+            due.append((job.submit_s, id_order(job.job_id), job, aged))
     if not due:
         return []
     due.sort(key=lambda d: d[:2])
     out, tiers = [], {}
-    for _, jid, job, aged in due[:max_moves]:
+    for _, _, job, aged in due[:max_moves]:
+        jid = job.job_id
         out.append(Action(kind="resize", job_id=jid, policy=policy, gpus=job.gpus, nice=aged,
                           why=f"{policy}: waited {(now_s - job.submit_s) / 3600:.1f} h: into "
                               f"queue tier {aged} (tier_age_s)"))

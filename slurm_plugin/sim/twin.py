@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..errors import InputError
+from ..policy.queue import id_order
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,8 @@ class JobTimes:
 
 def start_order(jobs: Iterable[JobTimes]) -> list[str]:
     """Job ids by start time; ties by submit time, then job id."""
-    return [j.job_id for j in sorted(jobs, key=lambda j: (j.start_s, j.submit_s, j.job_id))]
+    return [j.job_id for j in sorted(jobs, key=lambda j: (j.start_s, j.submit_s,
+                                                        id_order(j.job_id)))]
 
 
 def _check_same_jobs(a: Sequence[str], b: Sequence[str]) -> None:

@@ -39,6 +39,7 @@ from types import MappingProxyType
 
 from ...model import Action, Gpu, Job, Node, Progress
 from ..base import Context
+from ..queue import id_order
 from .predict import (
     deadline_of,
     group_key,
@@ -152,7 +153,7 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     # that was there before it (a forged class cannot move another user's running job).
     worst = max(free, key=lambda x: x[2])
     if worst[2] > s.max_slowdown * (1 + TOLERANCE):
-        newest = max(free, key=lambda x: (x[0].start_s or 0.0, x[0].job_id))
+        newest = max(free, key=lambda x: (x[0].start_s or 0.0, id_order(x[0].job_id)))
         return [_move(policy, g, newest[0], None, newest[2],
                       f"the group is over the limit {s.max_slowdown:g} by prediction "
                       f"({worst[0].job_id}: {worst[2]:.3f}); the job that joined last leaves")]
@@ -180,7 +181,8 @@ def _judge(g: _Group, ctx: Context, s: EacoSettings, policy: str,
     bad = [b for b in bad if b[3]]
     mover = None
     if bad:
-        obs, mover, pred, reason = max(bad, key=lambda b: (b[0], b[1].start_s or 0.0, b[1].job_id))
+        obs, mover, pred, reason = max(bad, key=lambda b: (b[0], b[1].start_s or 0.0,
+                                                      id_order(b[1].job_id)))
         out.append(_move(policy, g, mover, obs, pred, reason))
     marker = f"seen:{g.gid}"
     target = next((j for j, _, _ in free if j is not mover), None)

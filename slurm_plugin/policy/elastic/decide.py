@@ -35,7 +35,7 @@ from itertools import islice
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...record import replace
 from ..base import Context, plain_placement
-from ..queue import AGE_CHECKS, age_tiers, queue_tier, tiered_pending
+from ..queue import AGE_CHECKS, age_tiers, id_order, queue_tier, tiered_pending
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
@@ -306,7 +306,8 @@ class Elastic:
             n = min(len(cluster.pending_jobs), ADMIT_LOOKAHEAD)
             return islice(cluster.pending_jobs, n), n
         out = sorted((j for j in jobs.values() if j.pending),
-                     key=lambda j: (_tier_now(j, hist) if tiers else 0, j.submit_s, j.job_id)
+                     key=lambda j: (_tier_now(j, hist) if tiers else 0, j.submit_s,
+                                    id_order(j.job_id))
                      )[:ADMIT_LOOKAHEAD]
         return iter(out), len(out)
 

@@ -5,6 +5,7 @@ the running jobs' ``JobModel``s; ``decide`` turns their answers into actions."""
 
 from __future__ import annotations
 
+from ..queue import id_order
 from .predict import JobModel, prior_at, shape, sizes
 
 
@@ -103,7 +104,7 @@ def _victim_facts(m: JobModel, gpn: int):
     new = smaller[-1]
     base = m.x_cur      # m.tput(n)
     per_gpu_loss = (base - m.tput(new)) / max(base, 1e-12) / (n - new)
-    return ((per_gpu_loss, m.ckpt_age_s, m.submit_s, m.job_id, m, smaller),
+    return ((per_gpu_loss, m.ckpt_age_s, m.submit_s, id_order(m.job_id), m, smaller),
             tuple(freed(m, smaller[0], gpn).items()))
 
 

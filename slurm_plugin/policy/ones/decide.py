@@ -28,7 +28,7 @@ from ..base import Context
 from ..elastic.decide import _free_map, _geometry, elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
 from ..elastic.track import gpus_by_node, node_facts
-from ..queue import first_queued
+from ..queue import first_queued, id_order
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate, with_reported_batch
 from .predict import best_batch, goodput, lr_scale
@@ -183,11 +183,11 @@ def _running_plans(cands: list[tuple], s: OnesSettings, gpn: int, cap: int,
         if cur < 0 or len(opts) < 2:
             continue
         p = Plan(job.job_id, True, False, opts, cur, 1.0 - f, s.restart_cost_s,
-                 (job.submit_s, job.job_id), uses)
+                 (job.submit_s, id_order(job.job_id)), uses)
         jobs[job.job_id], fracs[job.job_id] = job, f
         movable.append((p.remaining / max(opts[cur][2], 1e-12), p))
     if len(movable) > MAX_GENES:
-        movable.sort(key=lambda t: (t[0], t[1].job_id))
+        movable.sort(key=lambda t: (t[0], id_order(t[1].job_id)))
         movable = movable[:MAX_GENES // 2] + movable[-MAX_GENES // 2:]
     return [p for _, p in movable]
 
@@ -283,8 +283,8 @@ class Ones:
             if c is None or c[0] is not job or c[1] != (f, gpn, cap, s):
                 opts, _ = _options(job, 0, None, s, gpn, cap, f, *_range(job, cap))
                 c = (job, (f, gpn, cap, s), Plan(
-                    job.job_id, False, False, opts, -1, 1.0 - f, 0.0, (job.submit_s, job.job_id),
-                    {}) if opts else None)
+                    job.job_id, False, False, opts, -1, 1.0 - f, 0.0,
+                    (job.submit_s, id_order(job.job_id)), {}) if opts else None)
             self._queued[job.job_id] = c
             if c[2]:
                 out.append(c[2])

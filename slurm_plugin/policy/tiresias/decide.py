@@ -24,7 +24,7 @@ import heapq
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
 from ..elastic.track import gpus_by_node, node_facts
-from ..queue import head_by
+from ..queue import head_by, id_order
 from .observe import attained, record
 from .settings import parse_settings
 
@@ -56,7 +56,7 @@ def _queued(cluster: Cluster, lookahead: int, hist, thresholds: tuple[float, ...
     return heapq.nsmallest(lookahead, (j for j in cluster.jobs.values()
                                        if j.pending and not j.shards
                                        and (stop is None or key(j) <= stop)),
-                           key=lambda j: (*key(j), j.job_id))
+                           key=lambda j: (*key(j), id_order(j.job_id)))
 
 
 def _running(cluster: Cluster) -> tuple[list[Job], dict[str, int], int]:
@@ -169,7 +169,7 @@ class Tiresias:
             seen[jid] = row
             if row[5] < until:
                 until = row[5]
-            ranked.append((row[1], job.submit_s, jid, job,
+            ranked.append((row[1], job.submit_s, id_order(jid), job,
                            row[2] + row[4] * (now - row[3]) if row[4] else row[2]))
         # a queued job ranked below every running one can stop none: it is not read
         worst = max(ranked)[:2] if ranked else None
@@ -180,7 +180,7 @@ class Tiresias:
             if row is None or row[0] is not job:
                 row = self._row(job, now, hist, thresholds, updates)
             seen[jid] = row
-            ranked.append((row[1], job.submit_s, jid, job, row[2]))
+            ranked.append((row[1], job.submit_s, id_order(jid), job, row[2]))
         self._rows = seen
         ranked.sort()       # queue, submission, job id (unique: the rest is never compared)
         winners: list[tuple[int, Job]] = []     # queued jobs within the cut
@@ -197,7 +197,8 @@ class Tiresias:
         stop = _victims(winners, losers, free, s.max_preemptions_per_pass) \
             if winners and losers else ()
         actions: list[Action] = []
-        for qi, _, jid, job, a in ranked:
+        for qi, _, _, job, a in ranked:
+            jid = job.job_id
             if jid in stop:
                 record(jid, a, now, updates)       # its service up to the stop
                 actions.append(Action(kind="resize", job_id=jid, policy=NAME, gpus=job.gpus,
