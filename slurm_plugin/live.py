@@ -19,6 +19,10 @@ from .telemetry.carbon_forecast import planning_provider
 from .telemetry.influx import InfluxClient
 from .telemetry.readers import read_readings
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
+
 
 def snapshot(cfg: SiteConfig) -> Cluster:
     return slurm_snapshot(cfg)
@@ -55,11 +59,37 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
                 cfg["progress.site_key_file"], "progress.site_key_file")).ok
         except InputError as exc:
             verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
-    reads = read_readings(client, time.time(), carbon=planning_provider(cfg, client),
+    now_s = time.time()
+    reads = read_readings(client, now_s, carbon=planning_provider(cfg, client),
                           cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
                           carbon_max_age_s=cfg["carbon.max_age_s"],
                           job_gpus=job_gpus, job_start_s=job_start_s)
-    return replace(reads, warnings=(*note, *reads.warnings)) if note else reads
+    spent, said = period_spent(cfg, client, now_s)
+    return replace(reads, period_spent_g=spent, warnings=(*note, *reads.warnings, *said))
+
+
+def period_spent(cfg: SiteConfig, client: InfluxClient, now_s: float
+                 ) -> tuple[tuple[float, float, Mapping[str, float]] | None, tuple[str, ...]]:
+    """(``Readings.period_spent_g``: what jobs spent in the greenflow budget period holding
+    ``now_s``, read as ``wattctl carbon budget`` reads it; warnings). Read only where a
+    greenflow budget is set (``budget_kg_*`` or ``accounts``); not read, with a warning, when
+    the settings or InfluxDB cannot be read."""
+    from .errors import WattError
+    from .policy.greenflow.settings import parse_settings
+    from .telemetry.carbon_budget import period_spent_g
+    try:
+        settings = parse_settings(cfg.section("greenflow"))
+    except WattError as exc:
+        return None, (f"greenflow: the period's job_energy spend not read: {exc}",)
+    if settings.budget_g is None and not settings.accounts_g:
+        return None, ()
+    start_s, _ = settings.period_of(now_s)
+    try:
+        return period_spent_g(client, cfg["cluster.name"], start_s, now_s), ()
+    except WattError as exc:
+        return None, (f"greenflow: job_energy spend of the period from start_s={start_s:.0f} "
+                      f"not read (pacing counts it from 0 where it has no history of the "
+                      f"period): {exc}",)
 
 
 class SlurmActuator:

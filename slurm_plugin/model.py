@@ -279,8 +279,15 @@ class Readings:
     carbon_g_per_kwh: float | None = None
     carbon_forecast: tuple[tuple[float, float], ...] = ()   # (epoch_s, gCO2/kWh), ascending
     cluster_power_w: float | None = None   # GPUs and node base power together, where measured
+    # what jobs measurably spent in the budget period so far: (the period's start, grams
+    # CO2e, account -> grams CO2e); None: not measured
+    period_spent_g: tuple[float, float, Mapping[str, float]] | None = None
     taken_s: float = 0.0
     warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
+
+
+# the subject of a ``Readings.warnings`` line about the carbon data (then the zone)
+CARBON_WARNING = "carbon_intensity,zone="
 
 
 # Slurm priority points per queue tier (``Placement.nice``, ``Action.nice``): sbatch --nice and

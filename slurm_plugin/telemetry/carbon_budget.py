@@ -16,6 +16,8 @@ for the cluster and each account with a budget. None, with a warning, before its
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..errors import WattError
 from ..history import read_view
 from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
@@ -28,7 +30,7 @@ from .readers import latest_gpu_readings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Mapping
 
 JOULES_PER_KWH = 3.6e6
 
@@ -50,6 +52,14 @@ def spent_by_account(client: InfluxClient, cluster: str, start_s: float, end_s: 
             if isinstance(row.get("co2_g"), (int, float)):
                 out[s.tags.get("account", "")] = float(row["co2_g"])
     return out
+
+
+def period_spent_g(client: InfluxClient, cluster: str, start_s: float, now_s: float
+                   ) -> tuple[float, float, Mapping[str, float]]:
+    """What jobs spent in the period from ``start_s`` to ``now_s``, as
+    ``Readings.period_spent_g``: (``start_s``, grams CO2e, account -> grams CO2e)."""
+    by_account = spent_by_account(client, cluster, start_s, now_s)
+    return start_s, sum(by_account.values()), MappingProxyType(by_account)
 
 
 def rest_of_period_g(power_w: float, now_g: float | None,
@@ -108,7 +118,7 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
     client = InfluxClient.from_config(cfg)
     cluster = cfg["cluster.name"]
     start_s, end_s = settings.period_of(now_s)
-    spent = spent_by_account(client, cluster, start_s, now_s)
+    _, spent_g, spent = period_spent_g(client, cluster, start_s, now_s)
     warnings: list[str] = []
     forecast_g = None
     try:
@@ -117,7 +127,7 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
         carbon = planning_provider(cfg, client)
         rest = rest_of_period_g(power_w, carbon.intensity_at(now_s),
                                 tuple(carbon.forecast(now_s, end_s) or ()), now_s, end_s)
-        forecast_g = sum(spent.values()) + rest
+        forecast_g = spent_g + rest
     except WattError as exc:
         warnings.append(f"forecast not made: {exc}")
     try:
@@ -133,7 +143,7 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
     return {
         "cluster": cluster, "zone": cfg["carbon.zone"], "now_s": now_s,
         "period": {"start_s": start_s, "end_s": end_s},
-        "budget_kg": _kg(settings.budget_g), "spent_kg": _kg(sum(spent.values())),
+        "budget_kg": _kg(settings.budget_g), "spent_kg": _kg(spent_g),
         "forecast_kg": _kg(forecast_g),
         "accounts": [{"account": a, "budget_kg": _kg(settings.accounts_g.get(a)),
                       "spent_kg": _kg(spent.get(a, 0.0))} for a in accounts],

@@ -68,3 +68,26 @@ def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored, tmp_
     assert "12.345 kg owed by queued and running jobs" in text and "weight 0.80" in text
     assert "25% of their time limits, as jobs use them" in text
     assert "account physics: spent" in text and "carbon weight 1.00" in text
+
+
+def test_greenflows_first_pass_paces_from_what_jobs_spent_in_the_period(localcluster, stored,
+                                                                        tmp_path):
+    """A reconciler with a fresh state directory in the middle of a budget period: greenflow's
+    first pass starts the period's spend, the cluster's and each account's, from the
+    ``job_energy`` records ``wattctl carbon budget`` counts, not from 0."""
+    from slurm_plugin.policy.greenflow.observe import SPENT_G, WEIGHT, account_spent_key
+    db, _ = stored
+    env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db,
+           "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "0.001",
+           "WATTBATCH_GREENFLOW_ACCOUNTS": "physics=20,nobody=1",
+           "WATTBATCH_RECONCILE_STATE_DIR": str(tmp_path)}
+    wattctl = str(Path(sys.executable).with_name("wattctl"))
+    report = json.loads(proc.run([wattctl, "carbon", "budget", "--json"], env=env,
+                                 timeout_s=60).stdout)
+    assert report["spent_kg"] > 0.001            # the week's records are over the tiny budget
+    proc.run([wattctl, "reconcile", "--policy", "greenflow", "--json"], env=env, timeout_s=120)
+    hist = {k: v["value"] for k, v in json.loads((tmp_path / "history.json").read_text()).items()}
+    assert hist[SPENT_G] == pytest.approx(report["spent_kg"] * 1000, abs=1e-3)
+    spent = {a["account"]: a["spent_kg"] for a in report["accounts"]}
+    assert hist[account_spent_key("physics")] == pytest.approx(spent["physics"] * 1000, abs=1e-3)
+    assert hist[WEIGHT] == 1.0                   # overspent: carbon is all that counts

@@ -30,6 +30,12 @@ carbon is the power of the GPUs its running jobs hold (a GPU shared by several j
 evenly between them) plus their share of their nodes' base power, at the same intensity. A
 job's weight is the larger of the cluster's and its account's, so an account over its budget
 is shifted and capped harder than the rest, and one within it never eases the cluster's.
+The first pass with no history at all (a fresh state directory) starts from what jobs
+measurably spent in the period so far (``Readings.period_spent_g``, the ``job_energy`` points
+``wattctl carbon budget`` counts), for the cluster and each account, rather than from 0. Once
+the history holds a pass, it alone counts: at a new period, the power since the period began
+(the measurement would count the jobs that ended in that time twice); a measurement of
+another period is ignored.
 The figures go to the history through ``observe`` actions (the simulator and the live
 reconciler keep them), so the policy itself keeps no state.
 """
@@ -37,6 +43,7 @@ reconciler keep them), so the policy itself keeps no state.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 from ...model import Cluster, Readings
 from .settings import GreenFlowSettings
@@ -156,6 +163,16 @@ def weight(settings: GreenFlowSettings, history, account: str = "") -> float:
     return w
 
 
+def period_spent(readings: Readings, start_s: float) -> tuple[float, Mapping[str, float]]:
+    """(grams CO2e, account -> grams CO2e) that jobs measurably spent in the period starting
+    ``start_s`` (``Readings.period_spent_g``); nothing where it was not measured, or was
+    measured for another period."""
+    measured = readings.period_spent_g
+    if measured is None or measured[0] != start_s:
+        return 0.0, {}
+    return measured[1], measured[2]
+
+
 def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: float,
             node_base_power_w: float, cluster: Cluster | None = None) -> dict[str, float] | None:
     """The history update of this pass, or None when the last one is under an hour old.
@@ -164,7 +181,11 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
     if last_s is not None and now_s - last_s < OBSERVE_S:
         return None
     start_s, end_s = settings.period_of(now_s)
-    spent_g = history.get(SPENT_G, 0.0) if history.get(PERIOD_START_S) == start_s else 0.0
+    same_period = history.get(PERIOD_START_S) == start_s
+    measured_g, measured_account_g = period_spent(readings, start_s)
+    if last_s is not None:      # the history's passes count the period; the measurement not
+        measured_g, measured_account_g = 0.0, {}
+    spent_g = history.get(SPENT_G, 0.0) if same_period else measured_g
     ci = readings.carbon_g_per_kwh
     if last_s is not None and ci is not None:
         dt = now_s - max(last_s, start_s)
@@ -187,12 +208,12 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
         out[LIMIT_USE] = owed_share(cluster)
         out[WEIGHT] = _pace(settings.budget_g, spent_g + out[OWED_G], share, settings.gain)
     if settings.accounts_g:
-        same_period = history.get(PERIOD_START_S) == start_s
         power = account_power_w(cluster, readings, node_base_power_w, settings.accounts_g) \
             if cluster is not None else {}
         for account, budget_g in settings.accounts_g.items():
             key = account_spent_key(account)
-            spent = history.get(key, 0.0) if same_period else 0.0
+            spent = history.get(key, 0.0) if same_period else \
+                measured_account_g.get(account, 0.0)
             if last_s is not None and ci is not None:
                 dt = max(0.0, now_s - max(last_s, start_s))
                 spent += power.get(account, 0.0) * dt / 3.6e6 * ci
