@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import EMPTY_MAP, Action, Cluster, JobRequest, Placement, Readings
+from ..model import CARBON_WARNING, EMPTY_MAP, Action, Cluster, JobRequest, Placement, Readings
 from ..record import field, record
 
 # What every policy's settings carry beside its own section: the ``[policy]`` keys
@@ -61,8 +61,12 @@ def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:
 def carbon_missing(readings: Readings) -> str:
     """Why a carbon-aware policy falls back to slurm-default: which part of the carbon data is
     missing (live, the forecast is the points stored ahead, else the built-in forecast over
-    the stored history: ``telemetry.carbon_forecast.StoredThenForecast``)."""
-    if readings.carbon_g_per_kwh is None:
+    the stored history: ``telemetry.carbon_forecast.StoredThenForecast``); where the reader
+    left the data out (stale: ``carbon.max_age_s``; a bad value), its warning says why."""
+    left_out = [w for w in readings.warnings if CARBON_WARNING in w]
+    if readings.carbon_g_per_kwh is None and left_out:     # the reader left it out: say why
+        what = "; ".join(left_out)
+    elif readings.carbon_g_per_kwh is None:
         what = ("no carbon intensity at or before now for the site's carbon.zone (import the "
                 "zone's series: wattctl carbon import)")
     else:

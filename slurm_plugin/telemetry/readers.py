@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..errors import WattError
-from ..model import GpuReading, Progress, Readings
+from ..model import CARBON_WARNING, GpuReading, Progress, Readings
 from .bounds import Rejected, checked
 from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
@@ -150,7 +150,7 @@ def plausible_progress(progress: Mapping[str, Progress],
 
 def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_s: float,
             warnings: list[str]) -> tuple[float | None, tuple[tuple[float, float], ...]]:
-    where = f"carbon_intensity,zone={carbon.zone}"
+    where = f"{CARBON_WARNING}{carbon.zone}"
     now_g = carbon.intensity_at(now_s)
     if now_g is not None and max_age_s > 0:
         stored = getattr(carbon, "stored", carbon)      # the points, not a forecast of them

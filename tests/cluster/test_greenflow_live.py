@@ -112,6 +112,29 @@ def test_with_only_the_past_stored_the_builtin_forecast_finds_the_daily_low(
         run(["scancel", job_id], env=env, timeout_s=30)
 
 
+def test_a_series_that_ended_days_ago_is_not_planned_with(localcluster, env, tmp_path):
+    """The same daily series, but its newest point three days old (over carbon.max_age_s, two
+    days by default): wattbatch says the data is stale and submits the job as asked, with no
+    ``--begin``, rather than planning with a forecast of old data."""
+    cfg = localcluster.config()
+    end = (time.time() // HOUR_S) * HOUR_S - 3 * 86400
+    rows = ["Time,Carbon Intensity"]
+    for k in range(10 * 24, -1, -1):
+        t = end - k * HOUR_S
+        value = 100.0 if k % 24 == 3 else 400.0
+        rows.append(f"{datetime.fromtimestamp(t, timezone.utc):%Y-%m-%d %H:%M:%S},{value}")
+    (tmp_path / "carbon.csv").write_text("\n".join(rows) + "\n")
+    job_id, why = _wattbatch(env, "--wb-slack=6h", "--wb-app=resnet18", "-t", "30",
+                             "--gres=gpu:1", "--wrap=sleep 5")
+    try:
+        assert "carbon.max_age_s" in why and "stale" in why, why
+        assert "--begin=" not in why, why
+        job = wait_job(cfg, job_id, lambda j: j.running or j.pending)
+        assert job.begin_s is None or job.begin_s <= time.time() + 60, why
+    finally:
+        run(["scancel", job_id], env=env, timeout_s=30)
+
+
 def test_a_job_over_two_nodes_is_packed_on_one_switch(localcluster, env, tmp_path):
     cfg = localcluster.config()
     _series(tmp_path / "carbon.csv", time.time(), low_at_h=3)

@@ -113,6 +113,11 @@ def test_stale_carbon_data_is_not_planned_with_and_says_so():
     recent = read_readings(Answers(), NOW_S - 5 * 86400 + 60, carbon=StoredThenForecast(old),
                            carbon_max_age_s=2 * 86400)
     assert recent.carbon_g_per_kwh == 200.0 and recent.carbon_forecast
+    # a carbon policy's fall-back says why: the reader's warning, not "no intensity"
+    from slurm_plugin.policy.base import carbon_missing
+    said = carbon_missing(read_readings(Answers(), NOW_S, carbon=old, carbon_max_age_s=2 * 86400))
+    assert "carbon.max_age_s" in said and "stale" in said and "at or before now" not in said
+    assert "at or before now" in carbon_missing(Readings())
 
 
 def test_a_source_of_the_wrong_shape_leaves_the_others():
