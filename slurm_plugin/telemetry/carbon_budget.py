@@ -26,7 +26,7 @@ from ..policy.greenflow.settings import parse_settings
 from .carbon_forecast import planning_provider
 from .influx import InfluxClient, quote_str
 from .lineproto import time_ns
-from .readers import latest_gpu_readings
+from .readers import latest_gpu_readings, read_carbon
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,10 +124,12 @@ def budget_report(cfg: Any, now_s: float) -> dict[str, Any]:
     try:
         power_w = sum(r.power_w for r in latest_gpu_readings(
             client, now_s, cluster=cluster, warnings=warnings).values())
-        carbon = planning_provider(cfg, client)
-        rest = rest_of_period_g(power_w, carbon.intensity_at(now_s),
-                                tuple(carbon.forecast(now_s, end_s) or ()), now_s, end_s)
-        forecast_g = spent_g + rest
+        now_g, points = read_carbon(planning_provider(cfg, client), now_s, end_s - now_s,
+                                    cfg["carbon.max_age_s"], warnings)
+        if now_g is None and not points:
+            warnings.append("forecast not made: no carbon intensity now or ahead")
+        else:
+            forecast_g = spent_g + rest_of_period_g(power_w, now_g, points, now_s, end_s)
     except WattError as exc:
         warnings.append(f"forecast not made: {exc}")
     try:

@@ -148,8 +148,11 @@ def plausible_progress(progress: Mapping[str, Progress],
     return out
 
 
-def _carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_s: float,
-            warnings: list[str]) -> tuple[float | None, tuple[tuple[float, float], ...]]:
+def read_carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_s: float,
+                warnings: list[str]) -> tuple[float | None, tuple[tuple[float, float], ...]]:
+    """(the intensity now, the forecast points to ``now_s + horizon_s``), each value checked;
+    nothing, with one warning, where the newest stored point is older than ``max_age_s``
+    (0: no limit)."""
     where = f"{CARBON_WARNING}{carbon.zone}"
     now_g = carbon.intensity_at(now_s)
     if now_g is not None and max_age_s > 0:
@@ -207,7 +210,7 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
                  client, now_s, max_age_s=progress_max_age_s, job_ids=job_ids, warnings=w,
                  verify=verify), {})]
     if carbon is not None:
-        calls.append(attempt("carbon intensity", lambda w: _carbon(
+        calls.append(attempt("carbon intensity", lambda w: read_carbon(
             carbon, now_s, forecast_horizon_s, carbon_max_age_s, w), (None, ())))
     results = _in_parallel(calls)
     warnings = [line for _, said, _ in results for line in said]

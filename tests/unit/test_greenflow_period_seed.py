@@ -179,3 +179,29 @@ def test_the_budget_report_and_the_reader_count_the_same_spend(monkeypatch, tmp_
     report = budget_report(cfg, NOW_S)
     assert report["spent_kg"] == 400.0
     assert period_spent_g(client, "c1", START_S, NOW_S)[1] == 400_000.0
+
+
+@pytest.mark.parametrize("ended_h_ago, forecast", [(72, False), (1, True)])
+def test_the_budget_report_forecasts_no_period_end_from_stale_carbon(monkeypatch, tmp_path,
+                                                                     ended_h_ago, forecast):
+    from datetime import datetime, timezone
+
+    from slurm_plugin.telemetry import carbon_budget
+    client = Spend(job_energy=energy(physics=1_000.0))
+    monkeypatch.setattr(carbon_budget.InfluxClient, "from_config",
+                        staticmethod(lambda _cfg: client))
+    end_s = NOW_S - ended_h_ago * H
+    rows = ["Time,Carbon Intensity"] + [
+        f"{datetime.fromtimestamp(end_s - k * H, timezone.utc):%Y-%m-%d %H:%M:%S},300"
+        for k in range(48, -1, -1)]
+    (tmp_path / "gb.csv").write_text("\n".join(rows) + "\n")
+    cfg = site(WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY="100", WATTBATCH_CARBON_ZONE="GB",
+               WATTBATCH_CARBON_FILE=str(tmp_path / "gb.csv"),
+               WATTBATCH_RECONCILE_STATE_DIR=str(tmp_path))
+    report = budget_report(cfg, NOW_S)
+    assert report["spent_kg"] == 1.0
+    stale = [w for w in report["warnings"] if "carbon.max_age_s" in w]
+    if forecast:
+        assert report["forecast_kg"] is not None and not stale, report["warnings"]
+    else:   # 3 days old: the stale intensity is not carried to the period's end
+        assert report["forecast_kg"] is None and len(stale) == 1, report["warnings"]
