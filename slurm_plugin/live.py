@@ -42,10 +42,12 @@ def with_limit_use(cfg: SiteConfig, cluster: Cluster) -> Cluster:
     return replace(cluster, limit_use=use, warnings=cluster.warnings + tuple(warnings))
 
 
-def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
+def readings(cfg: SiteConfig, cluster: Cluster | None = None, carbon: bool = True) -> Readings:
     """Telemetry for ``cluster``'s jobs. With ``progress.site_key_file`` set, progress counts
     only when signed by the job's owner (``progress_key``); when that file cannot be read
-    (wattbatch runs as a user), no progress counts."""
+    (wattbatch runs as a user), no progress counts. ``carbon``: read the carbon intensity, its
+    forecast and the budget period's spend (a policy that plans with none leaves them out, and
+    their warnings, such as stale data, with them)."""
     client = InfluxClient.from_config(cfg)
     job_ids = tuple(cluster.jobs) if cluster is not None else ()
     job_gpus = None if cluster is None else {
@@ -60,11 +62,12 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None) -> Readings:
         except InputError as exc:
             verify, note = (lambda *_: False), (f"{exc}; no job progress used",)
     now_s = time.time()
-    reads = read_readings(client, now_s, carbon=planning_provider(cfg, client),
+    reads = read_readings(client, now_s,
+                          carbon=planning_provider(cfg, client) if carbon else None,
                           cluster=cfg["cluster.name"], job_ids=job_ids, verify=verify,
                           carbon_max_age_s=cfg["carbon.max_age_s"],
                           job_gpus=job_gpus, job_start_s=job_start_s)
-    spent, said = period_spent(cfg, client, now_s)
+    spent, said = period_spent(cfg, client, now_s) if carbon else (None, ())
     return replace(reads, period_spent_g=spent, warnings=(*note, *reads.warnings, *said))
 
 

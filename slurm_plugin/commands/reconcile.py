@@ -92,7 +92,8 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     result = reconcile_pass(
         policy=policy,
         snapshot=snap,
-        readings=lambda: live.readings(cfg, holder.get("cluster")),
+        readings=lambda: live.readings(cfg, holder.get("cluster"),
+                                       carbon=getattr(policy, "reads_carbon", False)),
         actuator=live.SlurmActuator(cfg),
         state_dir=state,
         settings=settings,

@@ -51,6 +51,9 @@ class Policy(Protocol):
     # request, so the caller can fetch them ahead (in parallel); a policy without it, or an
     # answer that misses one, still gets it on first use.
     # def prefetch(self, request: JobRequest, settings: Mapping[str, Any]) -> tuple[str, ...]
+    # Optional flags: ``reads_carbon`` (the live reconciler reads carbon intensity, forecast
+    # and the budget period's spend for it; else it leaves them out of ``Readings``),
+    # ``reads_limit_use`` (``Cluster.limit_use``), ``reads_budget``.
 
 
 def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:

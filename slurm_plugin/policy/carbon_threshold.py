@@ -50,6 +50,7 @@ class CarbonThreshold:
     # The same slurm.conf power saving as greenflow and slurm-powersave: the comparison is of
     # when jobs run, not of whether idle nodes burn.
     slurm_settings = POWER_SAVE
+    reads_carbon = True        # the live reconciler reads carbon for it (Readings)
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         slack_s = request.slack_s

@@ -131,6 +131,12 @@ def test_a_series_that_ended_days_ago_is_not_planned_with(localcluster, env, tmp
         assert "--begin=" not in why, why
         job = wait_job(cfg, job_id, lambda j: j.running or j.pending)
         assert job.begin_s is None or job.begin_s <= time.time() + 60, why
+        # reconcile warns where its policy plans with carbon, and only there
+        for policy, warned in (("greenflow", True), ("eaco", False)):
+            done = run([_bin("wattctl"), "reconcile", "--policy", policy, "--dry-run",
+                        "--json"], env=env, timeout_s=120)
+            said = json.loads(done.stdout)["warnings"]
+            assert any("carbon.max_age_s" in w for w in said) is warned, (policy, said)
     finally:
         run(["scancel", job_id], env=env, timeout_s=30)
 

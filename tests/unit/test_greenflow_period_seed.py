@@ -163,6 +163,9 @@ def test_readings_carry_the_spend_and_its_warning(monkeypatch):
     monkeypatch.setattr(live.time, "time", lambda: NOW_S)
     got = live.readings(cfg)
     assert got.period_spent_g[:2] == (START_S, 300_000.0)
+    client.queries.clear()          # a policy that reads no carbon: no spend, no carbon read
+    assert live.readings(cfg, carbon=False).period_spent_g is None
+    assert client.queries and not any("job_energy" in q for q in client.queries)
     down = Spend(down=True)
     monkeypatch.setattr(live.InfluxClient, "from_config", staticmethod(lambda _cfg: down))
     got = live.readings(cfg)

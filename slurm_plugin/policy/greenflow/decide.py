@@ -130,6 +130,8 @@ class GreenFlow:
     slurm_settings = POWER_SAVE
     # the live reconciler reads Cluster.limit_use (sacct) for it: owed work is priced with it
     reads_limit_use = True
+    # and the carbon intensity, its forecast and the period's spend (Readings)
+    reads_carbon = True
     # it plans to a carbon budget (simulate --carbon-budget-kg; the site's greenflow budget)
     reads_budget = True
 
