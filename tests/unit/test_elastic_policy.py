@@ -147,6 +147,18 @@ def test_non_elastic_request_unchanged():
     req = JobRequest(gpus=2, num_nodes=1)
     pl = get_policy("elastic").advise(req, Context(cluster=_idle(2, 4), now_s=NOW))
     assert pl.gpus == 2 and not pl.changes_anything
+    assert not any("min_interval_s" in w for w in pl.why)
+
+
+@pytest.mark.parametrize("interval_s, said", [(None, "600 s"), (120, "120 s"), (0, None)])
+def test_an_elastic_jobs_explanation_says_how_long_it_is_not_resized(interval_s, said):
+    req = JobRequest(gpus=2, num_nodes=1, min_gpus=1, max_gpus=4)
+    settings = {} if interval_s is None else {"min_interval_s": interval_s}
+    pl = get_policy("elastic").advise(req, Context(cluster=_idle(2, 4), now_s=NOW,
+                                                   settings=settings))
+    held = [w for w in pl.why if "min_interval_s" in w]
+    assert held == ([] if said is None else [f"elastic: not resized within {said} of a start "
+                                             "or restart (min_interval_s)"])
 
 
 def test_queue_tiers_follow_the_gpu_time_asked():

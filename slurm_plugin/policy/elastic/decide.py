@@ -222,7 +222,11 @@ class Elastic:
         ends = (self._track.ends_on, ctx.now_s) if self._track.seen else None
         pl = elastic_placement(self.name, request, ctx, queue_at_min=False, ends=ends,
                                as_asked=True)
-        if not parse_settings(ctx.settings).order_queue:
+        s = parse_settings(ctx.settings)
+        if elastic_range(request.min_gpus, request.max_gpus) is not None and s.min_interval_s:
+            pl = replace(pl, why=(*pl.why, f"elastic: not resized within {s.min_interval_s:g} s "
+                                           "of a start or restart (min_interval_s)"))
+        if not s.order_queue:
             return pl
         tier = _tier(request.time_limit_s, pl.gpus * (pl.num_nodes or request.num_nodes))
         return replace(pl, nice=tier) if tier else pl
