@@ -80,11 +80,12 @@ def counterfactual(r: EnergyRecord, others: Iterable[EnergyRecord], default_app:
 
 
 def key_of(r: EnergyRecord, by: str, clusters: int = 1) -> str:
-    """The group of a record; a job id is prefixed ``cluster/`` when records of several
+    """The group of a record; a job is named as ``sacct`` names it (``14543_1`` for a job
+    array's task, ``EnergyRecord.job_label``), prefixed ``cluster/`` when records of several
     clusters are reported together (job ids repeat across clusters); a run is
     ``JOB@START`` (local time)."""
     if by in ("job", "run"):
-        job = f"{r.cluster}/{r.job_id}" if clusters > 1 else r.job_id
+        job = f"{r.cluster}/{r.job_label}" if clusters > 1 else r.job_label
         if by == "job":
             return job
         # one run of a job (a requeued job, an elastic job resized, runs again): its start
@@ -95,6 +96,7 @@ def key_of(r: EnergyRecord, by: str, clusters: int = 1) -> str:
 @dataclass
 class _Sum:
     jobs: set
+    array_task: str = ""
     records: int = 0
     energy_j: float = 0.0
     co2_g: float = 0.0
@@ -106,6 +108,7 @@ class _Sum:
 
     def add(self, r: EnergyRecord, cf: Counterfactual) -> None:
         self.jobs.add((r.cluster, r.job_id))
+        self.array_task = self.array_task or r.array_task
         self.records += 1
         self.energy_j += r.energy_j
         self.gpu_s += r.gpu_s
@@ -131,10 +134,17 @@ class _Sum:
                 "saved_co2_kg": cf_kg - kg if kg is not None and cf_kg is not None else None,
                 "saved_pct": 100 * (cf_kwh - kwh) / cf_kwh if cf_kwh else 0.0}
 
+    def job_fields(self) -> dict:
+        """A job's (or run's) row: its raw ``job_id`` (the smallest, should records of two
+        raw ids ever share a name) and ``array_task`` (None: no array task), beside ``key``."""
+        return {"job_id": min((j for _, j in self.jobs), key=lambda j: (len(j), j), default=None),
+                "array_task": self.array_task or None}
+
 
 def report(records: Sequence[EnergyRecord], by: str, default_app: str = "vgg16",
            gpu_model: str = "V100") -> dict:
-    """``{"by", "rows" (largest energy first), "total"}``; ``job_class(default_app)`` must exist."""
+    """``{"by", "rows" (largest energy first), "total"}``; ``job_class(default_app)`` must exist.
+    By job or run a row also has the raw ``job_id`` and ``array_task`` (or None)."""
     if by not in GROUPS:
         raise ValueError(f"by must be one of {GROUPS}, not {by!r}")
     job_class(default_app)
@@ -146,6 +156,7 @@ def report(records: Sequence[EnergyRecord], by: str, default_app: str = "vgg16",
         cf = counterfactual(r, (records[j] for j in peers.get(i, ())), default_app, gpu_model)
         groups.setdefault(key_of(r, by, clusters), _Sum(set())).add(r, cf)
         total.add(r, cf)
-    rows = sorted((s.row(k) for k, s in groups.items()), key=lambda x: (-x["energy_kwh"], x["key"]))
+    rows = sorted(({**s.row(k), **(s.job_fields() if by in ("job", "run") else {})}
+                   for k, s in groups.items()), key=lambda x: (-x["energy_kwh"], x["key"]))
     return {"by": by, "default_app": default_app, "gpu_model": gpu_model, "rows": rows,
             "total": total.row("total")}

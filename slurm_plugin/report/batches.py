@@ -1,15 +1,42 @@
 """The batch-size history of jobs (``ones``): each advice reconcile wrote (``job_advice``) and
-each change of the batch a job reported with its progress (``job_progress.batch_size``)."""
+each change of the batch a job reported with its progress (``job_progress.batch_size``).
+
+Both are stored under the job's raw id. ``--job`` also takes a job array's task (``14543_1``)
+or its array job id (``14543``: every task), as ``sacct -j`` does; ``sacct`` turns the value
+into raw ids (``job_selector``, ``raw_ids``)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+import re
+from typing import Any, Iterable, Mapping, Sequence
 
+from ..errors import InputError
 from ..telemetry.influx import InfluxClient, quote_str
 from ..telemetry.lineproto import time_ns
 
 ADVICE = "job_advice"
 PROGRESS = "job_progress"
+_JOB_SELECTOR = re.compile(r"[0-9]+(?:_[0-9]+)?")
+
+
+def job_selector(text: str) -> str:
+    """A ``--job`` value: a raw job id (``14544``), a job array's task (``14543_1``) or an array
+    job id (``14543``)."""
+    value = text.strip()
+    if not _JOB_SELECTOR.fullmatch(value):
+        raise InputError(f"report: --job = {text!r}: expected a job id (14544), an array task "
+                         "(14543_1) or an array job id (14543)")
+    return value
+
+
+def raw_ids(sacct_stdout: str) -> list[str]:
+    """The raw job ids ``sacct -n -X -P -o JobIDRaw`` printed, each once, in its order."""
+    out: list[str] = []
+    for line in sacct_stdout.splitlines():
+        value = line.strip()
+        if value.isascii() and value.isdigit() and value not in out:
+            out.append(value)
+    return out
 
 
 def _int(v: Any) -> int | None:
@@ -80,11 +107,14 @@ def _reports(client: InfluxClient, since_s: float, until_s: float,
 
 
 def read_batch_history(client: InfluxClient, since_s: float, until_s: float,
-                       job_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Job id -> its batch events in [since_s, until_s] (``batch_events``)."""
+                       job_ids: str | Sequence[str] | None = None
+                       ) -> dict[str, list[dict[str, Any]]]:
+    """Raw job id -> its batch events in [since_s, until_s] (``batch_events``); only those of
+    ``job_ids`` (raw ids) when given."""
     where = f"time >= {time_ns(since_s)} AND time <= {time_ns(until_s)}"
-    if job_id:
-        where += f' AND "job_id" = {quote_str(job_id)}'
+    ids = [j for j in ([job_ids] if isinstance(job_ids, str) else job_ids or ()) if j]
+    if ids:
+        where += " AND (" + " OR ".join(f'"job_id" = {quote_str(j)}' for j in ids) + ")"
     rows: dict[str, tuple[list, list]] = {}
     for s in client.query(f'SELECT "batch_size", "lr_scale", "why" FROM "{ADVICE}" '
                           f'WHERE {where} GROUP BY "job_id"'):

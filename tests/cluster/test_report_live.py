@@ -1,5 +1,6 @@
 """`wattctl report` (the installed command) on job_energy and carbon_intensity points written
-to the local cluster's real InfluxDB (tests/cluster/energy_data.py)."""
+to the local cluster's real InfluxDB (tests/cluster/energy_data.py), and on the points the
+epilog wrote for a job array's tasks (named as sacct names them)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 
 from energy_data import stored as stored_data
 from slurm_plugin import proc
+from slurm_plugin.localcluster.energy_check import wait_records
+from slurm_plugin.slurm import actions
+from slurm_plugin.slurm.cli import slurm
 
 pytestmark = pytest.mark.cluster
 
@@ -83,3 +87,36 @@ def test_table_and_plot(localcluster, stored, tmp_path):
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
     assert width > 800 and height > 500
+
+
+def _array_tasks(cfg, array_id: str) -> dict[str, tuple[str, str]]:
+    """``sacct``'s rows of a job array: JobID (``A_T``) -> (JobIDRaw, State)."""
+    out = slurm("sacct", ["-X", "-P", "-n", "-o", "JobID,JobIDRaw,State", "-j", array_id],
+                cfg).stdout
+    rows = (ln.split("|") for ln in out.splitlines() if ln.count("|") == 2)
+    return {job: (raw, state.split()[0] if state else "") for job, raw, state in rows}
+
+
+def test_array_tasks_are_named_as_sacct_names_them(localcluster):
+    cfg = localcluster.config()
+    array_id = actions.submit(["-J", "report-array", "--array=1-3", "--gres=gpu:1", "-t", "5",
+                               "-o", "/dev/null", "--wrap", "sleep 15"], None, cfg)
+    names = {f"{array_id}_{t}" for t in (1, 2, 3)}
+    deadline = time.monotonic() + 180
+    while True:
+        tasks = _array_tasks(cfg, array_id)
+        if set(tasks) == names and all(s == "COMPLETED" for _, s in tasks.values()):
+            break
+        assert time.monotonic() < deadline, f"array {array_id} not done: {tasks}"
+        time.sleep(1.0)
+    raw = {name: tasks[name][0] for name in names}
+    assert len(set(raw.values())) == 3 and array_id in raw.values()   # one task has the array's id
+    records = wait_records(cfg, sorted(raw.values()), timeout_s=120)
+    assert set(records) == set(raw.values()), records
+    out = json.loads(_report(localcluster, localcluster.influx_database, "--by", "job",
+                             "--since", "now-1hours", "--json").stdout)
+    rows = {r["key"]: r for r in out["rows"] if r["job_id"] in raw.values()}
+    assert set(rows) == names, out["rows"]
+    for name, row in rows.items():
+        assert (row["job_id"], row["array_task"]) == (raw[name], name)
+        assert row["jobs"] == 1 and row["energy_kwh"] > 0

@@ -29,11 +29,18 @@ def test_options_that_would_be_ignored_are_a_usage_error(args, needle):
     assert r.exit_code == 2 and needle in r.output and "influx" not in r.output
 
 
-def test_batches_with_its_own_options_goes_on_to_influxdb():
+def test_batches_with_its_own_options_goes_on_to_influxdb(monkeypatch):
+    from types import SimpleNamespace
+
     from slurm_plugin.errors import TelemetryError
+    from slurm_plugin.slurm import cli as slurm_cli
+    asked = []      # --job's raw ids come from sacct: a stand-in, no Slurm in this tier
+    monkeypatch.setattr(slurm_cli, "slurm", lambda cmd, argv, cfg: asked.append([cmd, *argv])
+                        or SimpleNamespace(stdout="5\n"))
     r = CliRunner().invoke(wattctl, ["report", "--batches", "--job", "5", "--since", "now-1days",
                                      "--json"])
     assert isinstance(r.exception, TelemetryError)
+    assert asked and asked[0][0] == "sacct" and asked[0][-2:] == ["-j", "5"]
 
 
 def test_a_note_says_when_the_carbon_was_charged_at_a_stale_intensity():
