@@ -82,6 +82,8 @@ class JobEnergy:
             "energy_j": self.energy_j, "gpus": len(self.gpus),
             "duration_s": self.end_s - self.start_s, "idle_j": self.idle_j,
             "gpu_s": self.gpu_s, "shared_gpu_s": self.shared_gpu_s, "split": self.split}
+        if self.gpus:       # which GPUs: the report finds who shared them (a string field)
+            fields["gpu_indexes"] = ",".join(str(i) for i in self.gpus)
         if self.co2_g is not None:
             fields["co2_g"] = self.co2_g
         return Point(MEASUREMENT, {"job_id": self.job_id, "user": user, "account": account,

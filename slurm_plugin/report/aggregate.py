@@ -6,9 +6,10 @@ Counterfactual, per record (one job on one node), from the calibrated physics:
 - the shared GPU-seconds would have run ``slowdown`` times faster alone, at the job class's
   solo power per GPU (``JobClass.power_at``, idle power included):
   ``E_excl = E * (gpu_s - shared_gpu_s) / gpu_s + P_class(gpus) * shared_gpu_s / slowdown``;
-- ``slowdown`` is the class's co-location slowdown with the records that shared GPUs on the
-  same node at an overlapping time (``physics.group_slowdowns``); the record does not say
-  which GPU, so every such record counts as a co-runner; none found: 1 (no speed-up claimed);
+- ``slowdown`` is the class's co-location slowdown with the records that shared its GPUs at an
+  overlapping time (``physics.group_slowdowns``): on the same node, and on one of its GPUs
+  where both records say which (``gpu_indexes``); a record that does not (an older epilog)
+  counts every shared record of its node as a co-runner; none found: 1 (no speed-up claimed);
 - a job with no ``app``, or an app that is not a known job class (a researcher may declare
   any name), uses ``default_app``: one unknown name never fails the whole report;
 - carbon: the counterfactual energy at the job's own mean intensity (``co2_g / energy_j``).
@@ -43,9 +44,16 @@ def _overlap(a: EnergyRecord, b: EnergyRecord) -> bool:
     return a.start_s < b.end_s and b.start_s < a.end_s
 
 
+def _same_gpus(a: EnergyRecord, b: EnergyRecord) -> bool:
+    """Whether ``a`` and ``b`` held a GPU in common (unknown for either: they may have)."""
+    if a.gpu_indexes is None or b.gpu_indexes is None:
+        return True
+    return not set(a.gpu_indexes).isdisjoint(b.gpu_indexes)
+
+
 def co_runners(records: Sequence[EnergyRecord]) -> dict[int, list[int]]:
     """For each record with shared GPU time: the indexes of the records that shared GPUs on the
-    same node (and cluster) at an overlapping time."""
+    same node (and cluster) at an overlapping time, one of its own GPUs where both say which."""
     by_node: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         if r.shared_gpu_s > 0:
@@ -54,7 +62,8 @@ def co_runners(records: Sequence[EnergyRecord]) -> dict[int, list[int]]:
     for idx in by_node.values():
         for i in idx:
             out[i] = [j for j in idx if j != i and records[j].job_id != records[i].job_id
-                      and _overlap(records[i], records[j])]
+                      and _overlap(records[i], records[j])
+                      and _same_gpus(records[i], records[j])]
     return out
 
 

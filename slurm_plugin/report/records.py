@@ -2,7 +2,8 @@
 grid's carbon intensity, read from InfluxDB. ``record_from_row`` is pure and tested alone.
 
 Fields the first epilog did not write (``gpu_s``, ``shared_gpu_s``, ``idle_j``, ``split``)
-default to ``gpus * duration_s``, 0, None and "": such a job counts as exclusive. A job array's
+default to ``gpus * duration_s``, 0, None and "": such a job counts as exclusive; without
+``gpu_indexes`` the record's co-runners are every shared record of its node. A job array's
 task is named ``A_T`` (``array_task``) from what ``sacct`` says of its raw ``job_id``
 (``array_names``): Slurm gives the epilog no array ids.
 """
@@ -43,6 +44,7 @@ class EnergyRecord:
     cluster: str = ""
     app: str = ""
     array_task: str = ""        # "14543_1" for a job array's task, else ""
+    gpu_indexes: tuple[int, ...] | None = None    # the node's GPUs it held; None: not recorded
 
     @property
     def start_s(self) -> float:
@@ -84,6 +86,16 @@ def with_array_names(records: list[EnergyRecord], names: Mapping[str, str],
             if r.job_id in names and r.cluster in (cluster, "") else r for r in records]
 
 
+def _indexes(value: Any) -> tuple[int, ...] | None:
+    """The ``gpu_indexes`` field (``0,2``); None when absent (an older epilog) or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    parts = value.split(",")
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return tuple(sorted({int(p) for p in parts}))
+
+
 def record_from_row(row: Mapping[str, Any]) -> EnergyRecord:
     """One row of ``SELECT * FROM job_energy`` (tags and fields as columns, time in s)."""
     where = f"{MEASUREMENT} job_id={row.get('job_id')!r} node={row.get('node')!r}"
@@ -103,7 +115,7 @@ def record_from_row(row: Mapping[str, Any]) -> EnergyRecord:
                         idle_j=_num(row, "idle_j", where), split=str(row.get("split") or ""),
                         user=text["user"], account=text["account"],
                         partition=text["partition"], cluster=text["cluster"],
-                        app=text["app"].lower())
+                        app=text["app"].lower(), gpu_indexes=_indexes(row.get("gpu_indexes")))
 
 
 def read_records(client: InfluxClient, since_s: float, until_s: float,

@@ -29,6 +29,8 @@ def test_three_jobs_on_one_gpu_and_one_alone_are_charged_their_share(localcluste
     assert solo["energy_j"] == pytest.approx(true_j[alone[0]], rel=0.1)
     assert all(records[j]["shared_gpu_s"] > 0 for j in shared)
     assert all(records[j]["app"] for j in shared + alone)
+    # which GPU each ran on (typed g1 is index 1): the report finds co-runners by it
+    assert {records[j]["gpu_indexes"] for j in shared} == {"1"} and solo["gpu_indexes"] == "0"
     deadline = time.monotonic() + 30           # the epilog writes it after the point
     while "wb-energy:" not in (comment := admin_comment(cfg, shared[0])):
         assert time.monotonic() < deadline, comment

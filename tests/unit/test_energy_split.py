@@ -101,7 +101,7 @@ def test_epilog_figures_from_a_closed_ledger(tmp_path):
     assert job.summary() == "wb-energy:energy_j=3600;co2_g=0.2;shared_gpu_s=0;split=exclusive"
     line = job.point("u", "c", "acct", "gpu").to_line()
     assert line.startswith("job_energy,account=acct,app=vgg16,cluster=c,job_id=7,node=n1,")
-    assert 'split="exclusive"' in line
+    assert 'split="exclusive"' in line and 'gpu_indexes="2"' in line
 
 
 def test_a_requeued_job_has_a_ledger_per_run(tmp_path):

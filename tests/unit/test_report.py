@@ -117,6 +117,27 @@ def test_co_runners_same_node_overlapping_and_shared_only():
     assert peers[3] == [] and peers[4] == [] and peers[5] == []
 
 
+def test_co_runners_share_a_gpu_where_the_records_say_which():
+    """Two pairs of jobs on one node, each pair on its own GPU: each job's co-runner is its
+    GPU's partner only (the counterfactual claims one partner's slowdown, not three); a record
+    from an older epilog, with no GPUs named, still counts every shared record of its node."""
+    rs = [rec("1", shared=10.0, gpu_indexes=(0,)), rec("2", shared=10.0, gpu_indexes=(0,)),
+          rec("3", shared=10.0, gpu_indexes=(1,)), rec("4", shared=10.0, gpu_indexes=(1, 2)),
+          rec("5", shared=10.0)]
+    peers = co_runners(rs)
+    assert peers == {0: [1, 4], 1: [0, 4], 2: [3, 4], 3: [2, 4], 4: [0, 1, 2, 3]}
+    one = counterfactual(rs[0], [rs[1]], "lstm")
+    three = counterfactual(rs[0], [rs[1], rs[2], rs[3]], "lstm")
+    assert 1.0 < one.slowdown < three.slowdown
+
+
+def test_gpu_indexes_read_from_the_record_and_malformed_ones_ignored():
+    row = {"time": NOW, "job_id": "7", "node": "n", "energy_j": 1.0, "duration_s": 1.0}
+    assert record_from_row({**row, "gpu_indexes": "2,0"}).gpu_indexes == (0, 2)
+    for bad in (None, "", "a,1", "1,,2", 3, "1;2"):
+        assert record_from_row({**row, "gpu_indexes": bad}).gpu_indexes is None
+
+
 def test_report_groups_and_totals():
     rs = [rec("1", energy_j=3.6e6, co2_g=100.0, user="ann", account="x"),
           rec("1", node="gpu2", energy_j=3.6e6, co2_g=100.0, user="ann", account="x"),
