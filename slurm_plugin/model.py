@@ -225,6 +225,7 @@ class JobRequest:
     submit_s: float = 0.0
     job_id: str = ""               # known in the simulator and in reconcile; "" at submit time
     repeat_key: str = ""           # identifies a repeated job (same user+name+app) for history
+    array_tasks: int = 1           # --array: the tasks this one submission stands for
 
     @property
     def total_gpus(self) -> int:

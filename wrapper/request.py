@@ -298,6 +298,24 @@ def app_warning(wb: WbSettings) -> str:
     return ""
 
 
+def array_task_count(text: str) -> int:
+    """Tasks of an ``--array`` spec (``0-15``, ``1,3,5-7``, ``0-15:4``, ``1-8%2``: the limit
+    changes how many run at once, not how many there are); 2 for one wattbatch cannot read
+    (sbatch judges it; it stands for several tasks)."""
+    total = 0
+    for part in text.split("%", 1)[0].split(","):
+        span, _, step = part.strip().partition(":")
+        lo, dash, hi = span.partition("-")
+        try:
+            first, last, by = int(lo), int(hi) if dash else int(lo), int(step) if step else 1
+        except ValueError:
+            return 2
+        if first < 0 or last < first or by < 1:
+            return 2
+        total += (last - first) // by + 1
+    return total
+
+
 def _read(view: SbatchView, name: str, parse: Callable[[str], float | None]) -> float | None:
     """``parse`` of option ``name``'s value; its ``ValueError`` also says where the value came
     from (``command line``, ``script line N``, ``$SBATCH_...``)."""
@@ -339,4 +357,5 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,
         min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=wb.lr_scaling,
         allow_share=wb.share, opt_out=wb.opt_out, submit_s=now_s,
-        repeat_key=f"{user}:{name}:{wb.app}")
+        repeat_key=f"{user}:{name}:{wb.app}",
+        array_tasks=array_task_count(view.get("array")) if view.get("array") else 1)

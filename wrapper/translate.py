@@ -87,6 +87,18 @@ def enforce_opt_out(p: Placement, request: JobRequest) -> tuple[Placement, list[
     return p, notes
 
 
+def enforce_array(p: Placement, request: JobRequest) -> tuple[Placement, list[str]]:
+    """An array's tasks all get the options of its one submission: a node list, GPU pins or a
+    shared GPU chosen for one job would send every task there (a shard pinned for one job
+    stacked four tasks on one GPU while others stood idle). Slurm places each task itself."""
+    if request.array_tasks < 2 or not (p.nodes or p.gpu_indexes or p.share_mode != "exclusive"):
+        return p, []
+    p = replace(p, nodes=(), gpu_indexes=(), share_mode="exclusive", shards=0,
+                gpu_memory_cap_mib=None)
+    return p, [f"array of {request.array_tasks} tasks: placement dropped (nodes, GPUs, sharing "
+               "are chosen for one job; Slurm places each task)"]
+
+
 def _gpu_types(cluster: Cluster | None, node: str, indexes: tuple[int, ...]) -> list[str] | None:
     if cluster is None:
         return None
@@ -133,7 +145,8 @@ def _own_nice(view: SbatchView) -> int | None:
 def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: WbSettings,
          site: Site, cluster: Cluster | None = None, *, shell_script: bool = True) -> Plan:
     p, notes = enforce_opt_out(p, request)
-    out = Plan(notes=notes, gpus=p.gpus)
+    p, array_notes = enforce_array(p, request)
+    out = Plan(notes=notes + array_notes, gpus=p.gpus)
     gpu_change = (p.share_mode != "exclusive" or p.gpu_indexes or p.gpus != request.gpus
                   or (p.num_nodes is not None and p.num_nodes != request.num_nodes))
     gpus_by = ask.source if ask.source not in ("gres", "") else gpus_option(view)

@@ -136,6 +136,22 @@ def test_parsable_stdin_and_pinned_shards(localcluster, script, tmp_path):
     assert "wattbatch: explain: pin gpu4 gpu 3" in piped.stderr
 
 
+def test_an_array_is_not_pinned_to_the_place_chosen_for_one_job(localcluster):
+    """The same pinning policy on an array: its tasks would all wait for (or stack on) GPU 3 of
+    gpu4; wattbatch leaves their placement to Slurm and says so."""
+    done = wattbatch(["--hold", "--parsable", "--array=1-4", "--gres=gpu:1", "-o", "/dev/null",
+                      "--wb-policy", "test-pin", "--wb-explain", "--wrap", "true"])
+    assert done.returncode == 0, done.stderr
+    array_id = done.stdout.strip()
+    try:
+        job = show(array_id)
+        assert job["TresPerNode"] == "gres:gpu:1", job
+        assert job.get("ReqNodeList", "(null)") == "(null)", job
+        assert "array of 4 tasks: placement dropped" in done.stderr
+    finally:
+        subprocess.run(["scancel", array_id], timeout=30)
+
+
 def test_bad_sbatch_option_exit_code_is_sbatchs(localcluster, script):
     ours, plain = wattbatch(["--bogus", str(script)]), sbatch(["--bogus", str(script)])
     assert (ours.returncode, ours.stdout, ours.stderr) == (

@@ -65,6 +65,29 @@ def test_opt_outs_win_over_the_policy():
     assert len(out.notes) == 6
 
 
+def test_an_arrays_tasks_are_not_pinned_to_one_jobs_place():
+    """A shard pinned for one job would stack every task of an array on that GPU: for an array
+    the node list, GPU pins and sharing are dropped; a start time, a cap and a size stay."""
+    p = Placement("p", 2, nodes=("gpu1",), gpu_indexes=(2,), share_mode="shard", shards=1,
+                  begin_s=5.0, power_cap_w=200.0, gpu_memory_cap_mib=8192)
+    out = _plan(p, req=JobRequest(name="j", gpus=1, app="bert", array_tasks=4))
+    assert not any(a.startswith(("--nodelist", "--gres=nvme:1,shard")) for a in out.args)
+    assert "--gres=nvme:1,gpu:2" in out.args and out.template != "shared_gpu.sbatch.j2"
+    assert out.mem_cap_mib is None
+    assert any(a.startswith("--begin=") for a in out.args)
+    assert out.notes == ["array of 4 tasks: placement dropped (nodes, GPUs, sharing are chosen "
+                         "for one job; Slurm places each task)"]
+    one = _plan(p, req=JobRequest(name="j", gpus=1, app="bert", array_tasks=1))
+    assert "--nodelist=gpu1" in one.args and not one.notes
+
+
+def test_array_task_counts():
+    from wrapper.request import array_task_count
+    for spec, n in (("0-15", 16), ("1,3,5-7", 5), ("0-15:4", 4), ("1-8%2", 8), ("7", 1),
+                    ("0-9:3,20", 5), ("x", 2), ("5-1", 2), ("1-4:0", 2), ("", 2)):
+        assert array_task_count(spec) == n, spec
+
+
 def test_gpu_changes_that_sbatch_cannot_take_back_are_dropped():
     share = Placement("p", 1, share_mode="shard", shards=1)
     out = _plan(share, ask=GpuAsk(1, "", "gpus-per-node"))
