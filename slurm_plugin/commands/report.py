@@ -87,7 +87,7 @@ def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: st
     from ..errors import InputError
     from ..physics import job_class
     from ..report.aggregate import report as aggregate
-    from ..report.batches import job_selector
+    from ..report.job_names import job_selector
     from ..report.period import parse_time_s
     from ..report.records import read_intensity, read_records
     from ..telemetry.influx import InfluxClient
@@ -124,14 +124,20 @@ def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: st
     # longer than that to answer
     client.timeout_s = max(client.timeout_s, 30.0)
     if batches:
-        _batches(client, since_s, until_s, _raw_job_ids(job_id, cfg) if job_id else None,
-                 as_json)
+        from ..report.job_names import raw_job_ids
+        job_ids, notes = raw_job_ids(job_id, cfg) if job_id else (None, [])
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        _batches(client, since_s, until_s, job_ids, as_json)
         return
     cluster = cfg["cluster.name"] if cluster_name is None else \
         (None if cluster_name == "all" else cluster_name)
     records = read_records(client, since_s, until_s, cluster)
     if by in ("job", "run"):
-        records = _named(records, cfg)
+        from ..report.job_names import name_records
+        records, notes = name_records(records, cfg)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
     result = aggregate(records, by, default_app)
     result.update({"since": _when(since_s), "until": _when(until_s), "since_s": since_s,
                    "until_s": until_s, "cluster": cluster or "all"})
@@ -183,57 +189,6 @@ def _stale_carbon(client, zone: str, since_s: float, until_s: float, max_age_s: 
     return [f"zone {zone}: no carbon intensity stored from {max_age_s / 3600:g} h before the "
             "period to its end (carbon.max_age_s): the kgCO2 above was charged at an older "
             "value; import the zone's intensities for the period (wattctl carbon import)"]
-
-
-SACCT_CHUNK = 500        # job ids per sacct -j
-
-
-def _named(records: list, cfg) -> list:
-    """``records`` with their job array tasks named as ``sacct`` names them (``14543_1``);
-    where sacct fails, raw ids, with a note on stderr."""
-    from ..errors import CommandError
-    from ..report.records import SACCT_NAMES, array_names, with_array_names
-    from ..slurm.cli import slurm
-
-    local = cfg["cluster.name"]
-    ids = sorted({r.job_id for r in records if r.cluster in (local, "")})
-    names: dict[str, str] = {}
-    for i in range(0, len(ids), SACCT_CHUNK):
-        try:
-            done = slurm("sacct", [*SACCT_NAMES, "-j", ",".join(ids[i:i + SACCT_CHUNK])], cfg)
-        except CommandError as exc:
-            detail = (exc.stderr.strip() or str(exc)).splitlines()[0]
-            click.echo(f"note: jobs are named by raw job id: sacct failed ({detail}), so job "
-                       "array tasks (14543_1) are not named", err=True)
-            return records
-        names.update(array_names(done.stdout))
-    return with_array_names(records, names, local)
-
-
-def _raw_job_ids(selector: str, cfg) -> list[str]:
-    """The raw ids of ``--job`` (``job_selector``) from ``sacct -j``: an array task's, or every
-    task's of an array job id. Without sacct a raw id stands for itself alone (a note says so);
-    an array task cannot be resolved then."""
-    from ..errors import CommandError, InputError
-    from ..report.batches import raw_ids
-    from ..slurm.cli import slurm
-
-    try:
-        found = raw_ids(slurm("sacct", ["-n", "-X", "-P", "-a", "-o", "JobIDRaw", "-j", selector],
-                              cfg).stdout)
-    except CommandError as exc:
-        if "_" in selector:
-            raise InputError(f"report: --job {selector}: an array task's raw job id is asked of "
-                             f"sacct, which failed: {exc}; give the raw id (sacct -o JobIDRaw, "
-                             "squeue -o %A)") from None
-        detail = (exc.stderr.strip() or str(exc)).splitlines()[0]
-        click.echo(f"note: --job {selector}: sacct failed ({detail}): only raw job id "
-                   f"{selector} is shown (an array job's other tasks are not)", err=True)
-        return [selector]
-    if not found and "_" in selector:
-        raise InputError(f"report: --job {selector}: sacct knows no such array task; give the "
-                         "raw id (sacct -o JobIDRaw, squeue -o %A)")
-    return found or [selector]
 
 
 def _batches(client, since_s: float, until_s: float, job_ids: list[str] | None,

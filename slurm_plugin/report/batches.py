@@ -1,42 +1,17 @@
 """The batch-size history of jobs (``ones``): each advice reconcile wrote (``job_advice``) and
 each change of the batch a job reported with its progress (``job_progress.batch_size``).
-
-Both are stored under the job's raw id. ``--job`` also takes a job array's task (``14543_1``)
-or its array job id (``14543``: every task), as ``sacct -j`` does; ``sacct`` turns the value
-into raw ids (``job_selector``, ``raw_ids``)."""
+Both are stored under the job's raw id (``job_names.raw_job_ids`` turns a ``--job`` value into
+those)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import InputError
 from ..telemetry.influx import InfluxClient, quote_str
 from ..telemetry.lineproto import time_ns
 
 ADVICE = "job_advice"
 PROGRESS = "job_progress"
-_JOB_SELECTOR = re.compile(r"[0-9]+(?:_[0-9]+)?")
-
-
-def job_selector(text: str) -> str:
-    """A ``--job`` value: a raw job id (``14544``), a job array's task (``14543_1``) or an array
-    job id (``14543``)."""
-    value = text.strip()
-    if not _JOB_SELECTOR.fullmatch(value):
-        raise InputError(f"report: --job = {text!r}: expected a job id (14544), an array task "
-                         "(14543_1) or an array job id (14543)")
-    return value
-
-
-def raw_ids(sacct_stdout: str) -> list[str]:
-    """The raw job ids ``sacct -n -X -P -o JobIDRaw`` printed, each once, in its order."""
-    out: list[str] = []
-    for line in sacct_stdout.splitlines():
-        value = line.strip()
-        if value.isascii() and value.isdigit() and value not in out:
-            out.append(value)
-    return out
 
 
 def _int(v: Any) -> int | None:

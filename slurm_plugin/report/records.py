@@ -5,13 +5,12 @@ Fields the first epilog did not write (``gpu_s``, ``shared_gpu_s``, ``idle_j``, 
 default to ``gpus * duration_s``, 0, None and "": such a job counts as exclusive; without
 ``gpu_indexes`` the record's co-runners are every shared record of its node. A job array's
 task is named ``A_T`` (``array_task``) from what ``sacct`` says of its raw ``job_id``
-(``array_names``): Slurm gives the epilog no array ids.
+(``job_names``).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import InputError
@@ -21,8 +20,6 @@ from ..telemetry.lineproto import time_ns
 MEASUREMENT = "job_energy"
 CARBON_MEASUREMENT = "carbon_intensity"
 TAGS = ("job_id", "user", "account", "partition", "cluster", "node", "app")
-_ARRAY_TASK = re.compile(r"[0-9]+_[0-9]+")
-SACCT_NAMES = ["-n", "-X", "-P", "-a", "-o", "JobIDRaw,JobID"]     # then -j ID,ID,...
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +62,6 @@ def _num(row: Mapping[str, Any], key: str, where: str) -> float | None:
         raise InputError(f"report: {where}: field {key} = {v!r}: expected a number; the "
                          f"{MEASUREMENT} record was not written by wattbatch's epilog")
     return float(v)
-
-
-def array_names(sacct_stdout: str) -> dict[str, str]:
-    """Raw job id -> its name as a job array's task (``14544`` -> ``14543_1``), from the lines
-    ``sacct SACCT_NAMES`` printed (``JobIDRaw|JobID``); jobs that are no array task, and lines
-    of any other shape, are left out."""
-    out: dict[str, str] = {}
-    for line in sacct_stdout.splitlines():
-        raw, _, name = line.strip().partition("|")
-        if raw.isascii() and raw.isdigit() and _ARRAY_TASK.fullmatch(name):
-            out[raw] = name
-    return out
-
-
-def with_array_names(records: list[EnergyRecord], names: Mapping[str, str],
-                     cluster: str) -> list[EnergyRecord]:
-    """``records`` with the array task names of ``cluster``'s jobs (``array_names``)."""
-    return [replace(r, array_task=names[r.job_id])
-            if r.job_id in names and r.cluster in (cluster, "") else r for r in records]
 
 
 def _indexes(value: Any) -> tuple[int, ...] | None:

@@ -15,7 +15,8 @@ from slurm_plugin.commands.report import table
 from slurm_plugin.errors import CommandError, InputError
 from slurm_plugin.report import batches
 from slurm_plugin.report.aggregate import report
-from slurm_plugin.report.records import EnergyRecord, array_names, with_array_names
+from slurm_plugin.report.job_names import array_names, job_selector, raw_ids, with_array_names
+from slurm_plugin.report.records import EnergyRecord
 from slurm_plugin.telemetry.influx import InfluxClient
 
 NOW = 1_795_400_000.0
@@ -114,7 +115,7 @@ def test_without_sacct_the_report_names_raw_ids_and_says_why(no_site, monkeypatc
 
 @pytest.mark.parametrize("text", ["14544", "14543_1", "14543", " 7 "])
 def test_job_selector_takes_raw_ids_array_tasks_and_array_ids(text):
-    assert batches.job_selector(text) == text.strip()
+    assert job_selector(text) == text.strip()
 
 
 @pytest.mark.parametrize("text", ["", "14543_", "_1", "14543_1_2", "14543_[1-3]", "abc",
@@ -122,12 +123,12 @@ def test_job_selector_takes_raw_ids_array_tasks_and_array_ids(text):
 def test_job_selector_refuses_anything_else_naming_the_option(text):
     with pytest.raises(InputError, match=r"report: --job = .*expected a job id \(14544\), an "
                                          r"array task \(14543_1\)"):
-        batches.job_selector(text)
+        job_selector(text)
 
 
 def test_raw_ids_of_sacct_output():
-    assert batches.raw_ids("14544\n14545\n14543\n14544\n\n") == ["14544", "14545", "14543"]
-    assert batches.raw_ids("") == []
+    assert raw_ids("14544\n14545\n14543\n14544\n\n") == ["14544", "14545", "14543"]
+    assert raw_ids("") == []
 
 
 class FakeInflux:
@@ -158,7 +159,7 @@ class Done:
 
 def _sacct(monkeypatch, answer):
     """sacct answers ``answer(argv)`` (a str, or raises); the argv it was given are kept."""
-    from slurm_plugin.slurm import cli
+    from slurm_plugin.report import job_names as cli
     seen: list = []
 
     def slurm(cmd, args, cfg, **kw):

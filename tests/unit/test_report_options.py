@@ -33,7 +33,7 @@ def test_batches_with_its_own_options_goes_on_to_influxdb(monkeypatch):
     from types import SimpleNamespace
 
     from slurm_plugin.errors import TelemetryError
-    from slurm_plugin.slurm import cli as slurm_cli
+    from slurm_plugin.report import job_names as slurm_cli
     asked = []      # --job's raw ids come from sacct: a stand-in, no Slurm in this tier
     monkeypatch.setattr(slurm_cli, "slurm", lambda cmd, argv, cfg: asked.append([cmd, *argv])
                         or SimpleNamespace(stdout="5\n"))
