@@ -389,9 +389,12 @@ class Simulator:
             return not g.exclusive and g.shards_used + j.shards <= self.spec.shards_per_gpu
         return not g.jobs
 
-    def _fit(self, j: SimJob) -> list[GpuState] | None:
+    def _fit(self, j: SimJob, skip: set[str] | None = None) -> list[GpuState] | None:
+        """``j``'s GPUs by Slurm's first fit, or None; nodes named in ``skip`` are not used."""
         g_need = j.per_node
         if j.pin_indexes:
+            if skip and j.pin_nodes[0] in skip:
+                return None
             node = self.node_by_name[j.pin_nodes[0]]
             gpus = [node.gpus[i] for i in j.pin_indexes]
             return gpus if all(self._gpu_fits(g, j) for g in gpus) else None
@@ -402,6 +405,8 @@ class Simulator:
         nodes_found = 0
         for n in self._node_order():
             if pinned and n.name not in pinned:
+                continue
+            if skip and n.name in skip:
                 continue
             if not j.share:
                 if n.free < g_need:
@@ -557,16 +562,24 @@ class Simulator:
     def _schedule(self) -> None:
         """The main scheduler: start jobs in priority order until the first that cannot start
         (it blocks the partition for the rest of the pass); a blocked queue asks for a backfill
-        pass at the next ``bf_interval_s`` tick."""
+        pass at the next ``bf_interval_s`` tick. A job that names its nodes (``--nodelist``)
+        and cannot start blocks only those nodes for the rest of the pass, not the partition
+        (slurmctld's ``_schedule``: "Do not schedule more jobs on nodes required by this job,
+        but don't block the entire queue/partition")."""
         self._wake_due()
         r = self.ready
-        considered = 0
+        considered = i = 0
         now = self.now
-        while r and considered < self.spec.backfill_depth:
-            j = r[0]
+        skip: set[str] = set()
+        while i < len(r) and considered < self.spec.backfill_depth:
+            j = r[i]
             considered += 1
-            gpus = self._fit(j)
+            gpus = self._fit(j, skip)
             if gpus is None:
+                if j.pin_nodes and len(j.pin_nodes) >= j.num_nodes:
+                    skip.update(j.pin_nodes)
+                    i += 1
+                    continue
                 break
             self._unqueue(j)
             self.pending_shared -= j.share
@@ -649,6 +662,10 @@ class Simulator:
             self._unqueue(j)
             self.pending_shared -= j.share
             self._start(j, gpus)
+            # the start moved first fit and the head's spare GPUs: a shape refused for its
+            # limit may fit elsewhere now (a shape that got no GPUs still gets none)
+            if any(skip.values()):
+                skip = {k: v for k, v in skip.items() if not v}
             at_least, room = self._capacity()
             if at_least[1] == 0 and not room:
                 break
