@@ -277,7 +277,23 @@ class Simulator:
             return False
         return True
 
+    def _pin_pending(self, j: SimJob, on: bool) -> None:
+        """Show (or stop showing) a pending job pinned to GPUs as their holder in the views."""
+        if not j.pin_indexes:
+            return
+        node = self.node_by_name[j.pin_nodes[0]]
+        for i in j.pin_indexes:
+            g = node.gpus[i]
+            if on:
+                g.pinned.append(j)
+            elif j in g.pinned:
+                g.pinned.remove(j)
+            g.view = None
+        node.dirty = True                   # a new view; nothing Slurm allocates changed
+        self.changed_nodes.add(node.pos)
+
     def _apply_placement(self, j: SimJob, pl: Placement, num_nodes: int | None = None) -> None:
+        self._pin_pending(j, False)
         j.pl = pl
         old_total = j.total_gpus or j.t.num_gpus
         j.per_node = pl.gpus
@@ -288,6 +304,7 @@ class Simulator:
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
         j.nice = pl.nice or 0
         j.shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
+        self._pin_pending(j, True)
         if j.total_gpus != old_total:
             j.scale *= j.cls.speedup(j.total_gpus) / j.cls.speedup(old_total)
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
@@ -685,6 +702,7 @@ class Simulator:
 
     # ---------------------------------------------------------------- start / finish
     def _start(self, j: SimJob, gpus: list[GpuState]) -> None:
+        self._pin_pending(j, False)
         now = self.now
         j.state, j.gpus, j.start_s, j.last_s, j.rate = RUNNING, gpus, now, now, 0.0
         self._cap_effect(j)
@@ -1021,6 +1039,7 @@ class Simulator:
                 self._retune(left)
         elif j.state == PENDING:
             self._unqueue(j)
+            self._pin_pending(j, False)
             self.pending_shared -= j.share
             self.state_version += 1
 

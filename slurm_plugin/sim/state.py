@@ -12,7 +12,7 @@ PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLE
 
 class GpuState:
     __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
-                 "running", "view")
+                 "running", "view", "pinned")
 
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
@@ -24,6 +24,9 @@ class GpuState:
         self.util_pct = 0.0     # SM utilisation from the physics (as GpuReadings reports it)
         self.running = 0        # its jobs that run (not waiting for a node's boot)
         self.view: Gpu | None = None    # the frozen view, None when its jobs changed since
+        # pending jobs pinned to it: the view counts them as holders, as the live snapshot
+        # counts a pending job's typed GRES (``Job.pinned``)
+        self.pinned: list[SimJob] = []
 
 
 class NodeState:
@@ -50,11 +53,7 @@ class NodeState:
         if self.dirty or self.view is None:
             for g in self.gpus:
                 if g.view is None:
-                    g.view = Gpu(node=self.name, index=g.index, model=gpu_model,
-                                 gres_type=f"g{g.index}", memory_mib=memory_mib,
-                                 shards_total=shards_total, shards_used=g.shards_used,
-                                 exclusive_job=g.jobs[0].id if g.exclusive else None,
-                                 shard_jobs=() if g.exclusive else tuple(j.id for j in g.jobs))
+                    g.view = _gpu_view(g, self.name, gpu_model, memory_mib, shards_total)
             gpus = tuple(g.view for g in self.gpus)
             if self.power == OFF:
                 state = "idle"          # Slurm: IDLE+POWERED_DOWN, resumed on demand
@@ -67,6 +66,23 @@ class NodeState:
             self.view = Node(name=self.name, state=state, gpus=gpus, features=self.features)
             self.dirty = False
         return self.view
+
+
+def _gpu_view(g: GpuState, node: str, gpu_model: str, memory_mib: int, shards_total: int) -> Gpu:
+    """A GPU as a policy sees it: its running jobs, and the pending jobs pinned to it as the
+    live snapshot shows them (a pinned whole GPU as its holder, pinned shards as used)."""
+    shards_used = g.shards_used
+    exclusive = g.jobs[0].id if g.exclusive else None
+    holders = [] if g.exclusive else [j.id for j in g.jobs]
+    for p in g.pinned:
+        if p.share:
+            shards_used += p.shards
+            holders.append(p.id)
+        elif exclusive is None and not holders:
+            exclusive = p.id
+    return Gpu(node=node, index=g.index, model=gpu_model, gres_type=f"g{g.index}",
+               memory_mib=memory_mib, shards_total=shards_total, shards_used=shards_used,
+               exclusive_job=exclusive, shard_jobs=() if exclusive else tuple(holders))
 
 
 class SimJob:

@@ -85,3 +85,42 @@ def test_the_backfill_shortcuts_change_no_start(seed, policy):
     exact = NoShortcuts(_trace(seed), spec, get_policy(policy), seed=seed)
     exact.run()
     assert fast.starts == exact.starts
+
+
+class PinAll:
+    """Pins every job to GPU 0 of node0: job 1 on 3 shards, job 2 on 2 shards (it waits: 5 of
+    4), job 3 on the whole GPU (it waits); records the GPU views of its first reconcile pass."""
+
+    name = "pin-all"
+
+    def __init__(self):
+        self.views = None
+
+    def advise(self, request, ctx):
+        pl = plain_placement(self.name, request, "as asked")
+        shards = {"job1": 3, "job2": 2}.get(request.name, 0)
+        return replace(pl, nodes=("node0",), gpu_indexes=(0,),
+                       share_mode="shard" if shards else "exclusive", shards=shards)
+
+    def reconcile(self, ctx):
+        if self.views is None:
+            self.views = ctx.cluster.nodes[0].gpus
+        return ()
+
+
+def test_pending_pinned_jobs_hold_their_gpus_in_the_views_as_live():
+    """The live snapshot counts a pending job's typed GRES as that GPU's holder (``Job.pinned``);
+    the simulator's views do the same while the job waits, and drop it once it starts."""
+    jobs = [TraceJob(job_id="1", submit_s=0.0, duration_s=1000.0, num_gpus=1, line=2),
+            TraceJob(job_id="2", submit_s=10.0, duration_s=100.0, num_gpus=1, line=3),
+            TraceJob(job_id="3", submit_s=20.0, duration_s=100.0, num_gpus=1, line=4)]
+    spec = ClusterSpec(nodes=1, gpus_per_node=2, shards_per_gpu=4, time_limit_rule="exact",
+                       reconcile_interval_s=300.0)
+    policy = PinAll()
+    sim = Starts(jobs, spec, policy)
+    sim.run()
+    g0, g1 = policy.views               # at 300 s: job 1 runs, jobs 2 and 3 wait for GPU 0
+    assert (g0.shards_used, g0.shard_jobs, g0.exclusive_job) == (5, ("1", "2"), None)
+    assert (g1.shards_used, g1.shard_jobs, g1.exclusive_job) == (0, (), None)
+    assert sim.starts["2"] >= 1000.0 and sim.starts["3"] >= 1000.0
+    assert all(not g.pinned for n in sim.nodes for g in n.gpus)
