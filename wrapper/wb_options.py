@@ -247,15 +247,33 @@ def _script_words(lineno: int, text: str) -> list[tuple[str, str | None]]:
     return out
 
 
+def _no_contradiction(layer: str, words: list[tuple[str, str | None]]) -> None:
+    """Two flags of one setting that say opposite things in the same layer (``--wb-share
+    --wb-no-share``) are a mistake to point out, not a choice to make silently; a later layer
+    still overrides an earlier one (the command line over the script)."""
+    said: dict[str, str] = {}
+    for name, _ in words:
+        opt = BY_NAME.get(name)
+        if opt is None or opt.parse is not None:
+            continue
+        first = said.setdefault(opt.key, name)
+        if first != name:
+            raise WbOptionError(f"wattbatch: {layer}: --wb-{first} and --wb-{name} contradict "
+                                f"each other; keep one of them")
+
+
 def resolve(cli_words: list[tuple[str, str | None]], script_lines: list[tuple[int, str]],
             environ: Mapping[str, str]) -> WbSettings:
     """Merge the three layers (later wins): environment, ``#WATTBATCH`` lines, command line."""
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     _from_env(environ, values, sources)
-    for lineno, text in script_lines:
-        for name, value in _script_words(lineno, text):
-            _apply(values, sources, f"script line {lineno}", name, value)
+    script_words = [(f"script line {lineno}", name, value)
+                    for lineno, text in script_lines for name, value in _script_words(lineno, text)]
+    _no_contradiction("the script's #WATTBATCH lines", [(n, v) for _, n, v in script_words])
+    _no_contradiction("the command line", cli_words)
+    for where, name, value in script_words:
+        _apply(values, sources, where, name, value)
     for name, value in cli_words:
         _apply(values, sources, "command line", name, value)
     if values.get("json"):

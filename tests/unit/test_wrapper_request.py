@@ -189,3 +189,14 @@ def test_wb_layers_and_errors():
         resolve([("dry-run", "yes")], [], {})
     with pytest.raises(WbOptionError, match="WATTBATCH_EXPLAIN"):
         resolve([], [], {"WATTBATCH_EXPLAIN": "maybe"})
+
+
+def test_contradicting_flags_in_one_layer_are_an_error_and_a_later_layer_still_overrides():
+    with pytest.raises(WbOptionError, match="command line: --wb-share and --wb-no-share "
+                                            "contradict each other"):
+        resolve([("share", None), ("no-share", None)], [], {})
+    with pytest.raises(WbOptionError, match="#WATTBATCH lines: --wb-no-share and --wb-share"):
+        resolve([], [(3, " no-share"), (4, " share")], {})
+    wb = resolve([("share", None)], [(3, " no-share")], {"WATTBATCH_SHARE": "0"})
+    assert wb.share is True and wb.sources["share"] == "command line"
+    assert resolve([("share", None), ("share", None)], [], {}).share is True
