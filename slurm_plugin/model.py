@@ -133,6 +133,10 @@ class Job:
     min_batch_size: int | None = None
     max_batch_size: int | None = None
     lr_scaling: str = ""
+    # A pending job array's tasks that have not started are one record under the array's id
+    # (squeue's ``1_[4-9]``): how many it stands for. Anything done to the record is done to
+    # each of them, so the snapshot keeps no elastic or batch range on it (nothing resizes it).
+    array_tasks: int = 1
 
     @property
     def running(self) -> bool:

@@ -90,6 +90,24 @@ def parse_index_list(text: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=8192)   # the same few strings repeat across thousands of jobs and nodes
+def array_task_count(text: str) -> int:
+    """Tasks named by squeue's ``array_task_string`` (``4-9``, ``1,3,5-7``, ``0-10:2%4``; the
+    ``%N`` limit says how many run at once, not how many there are); 1 for "" (no array, or
+    one task). A form it cannot read counts as 2: more than one, whatever the number."""
+    text = text.partition("%")[0].strip()
+    if not text:
+        return 1
+    total = 0
+    try:
+        for part in text.split(","):
+            span, _, step = part.partition(":")
+            first, _, last = span.partition("-")
+            total += len(range(int(first), int(last or first) + 1, int(step or 1)))
+    except ValueError:
+        return 2
+    return max(total, 1)
+
+
 def parse_gres(text: str) -> tuple[GresItem, ...]:
     """A GRES string (node ``gres``/``gres_used``, job ``gres_detail`` entry, ``tres_per_node``).
 
@@ -406,9 +424,10 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     admin_comment = str(raw.get("admin_comment") or "")
     finished = state not in ACTIVE_STATES
     reason = str(raw.get("state_reason") or "")
-    lo, hi = recorded_elastic(admin_comment) or (None, None)
+    tasks = array_task_count(str(raw.get("array_task_string") or "")) if not finished else 1
+    lo, hi = (None, None) if tasks > 1 else recorded_elastic(admin_comment) or (None, None)
     batch, lr_rule = recorded_batch(admin_comment)
-    b_lo, b_hi = batch or (None, None)
+    b_lo, b_hi = (None, None) if tasks > 1 else batch or (None, None)
     return Job(
         job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
         user=str(raw.get("user_name") or ""), account=str(raw.get("account") or ""),
@@ -425,7 +444,7 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
         begin_s=_begin_s(raw, d, state), slack_s=recorded_slack(admin_comment),
         power_cap_w=recorded_cap(admin_comment), min_gpus=lo, max_gpus=hi,
-        min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=lr_rule)
+        min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=lr_rule, array_tasks=tasks)
 
 
 def parse_jobs(squeue: Mapping[str, Any], active_only: bool = False,

@@ -152,6 +152,33 @@ def test_an_array_is_not_pinned_to_the_place_chosen_for_one_job(localcluster):
         subprocess.run(["scancel", array_id], timeout=30)
 
 
+def test_a_pending_elastic_arrays_tasks_are_one_record_that_nothing_resizes(localcluster):
+    """Four tasks of an elastic array fill the four nodes; the two left wait as one squeue
+    record (``A_[4-5]``). The snapshot says it stands for two tasks and keeps no GPU range on it
+    (a resize there would resize both); each started task is its own elastic job."""
+    from slurm_plugin.slurm.snapshot import snapshot
+    done = wattbatch(["--parsable", "--array=0-5", "-N1", "--gres=gpu:4", "-t", "5",
+                      "-o", "/dev/null", "--wb-policy", "elastic", "--wb-elastic=1-4",
+                      "--wrap", "sleep 120"])
+    assert done.returncode == 0, done.stderr
+    array_id = done.stdout.strip()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            jobs = snapshot(localcluster.config()).jobs.values()
+            tasks = [j for j in jobs if j.running]
+            record = [j for j in jobs if j.pending and j.job_id == array_id]
+            if len(tasks) == 4 and record:
+                break
+            assert time.monotonic() < deadline, f"four tasks never ran: {list(jobs)}"
+            time.sleep(1)
+        assert (record[0].array_tasks, record[0].min_gpus, record[0].max_gpus) == (2, None, None)
+        assert "elastic=1-4" in show(array_id)["AdminComment"]
+        assert all((t.array_tasks, t.min_gpus, t.max_gpus) == (1, 1, 4) for t in tasks), tasks
+    finally:
+        subprocess.run(["scancel", array_id], timeout=30)
+
+
 def test_bad_sbatch_option_exit_code_is_sbatchs(localcluster, script):
     ours, plain = wattbatch(["--bogus", str(script)]), sbatch(["--bogus", str(script)])
     assert (ours.returncode, ours.stdout, ours.stderr) == (

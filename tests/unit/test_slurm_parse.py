@@ -11,8 +11,8 @@ from slurm_plugin import config
 from slurm_plugin.errors import CommandError, InputError
 from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.cli import slurm, slurm_json
-from slurm_plugin.slurm.parse import (GresItem, app_from_comment, attach_jobs, expand_hostlist,
-                                      parse_gres, parse_index_list, parse_jobs, parse_nodes,
+from slurm_plugin.slurm.parse import (GresItem, app_from_comment, array_task_count,
+                                      attach_jobs, expand_hostlist, parse_gres, parse_index_list, parse_jobs, parse_nodes,
                                       parse_sacct, plain)
 from slurm_plugin.slurm.snapshot import build_cluster
 from slurm_plugin.slurm.synthetic import META_22_05, documents, sinfo_json, squeue_json
@@ -208,6 +208,27 @@ def test_types_shared_by_several_gpus_of_a_node_pin_nothing():
     node = Node("n1", gpus=tuple(Gpu("n1", i, gres_type="v100") for i in range(2)))
     job = Job("5", "PENDING", pinned=(("n1", "v100", 0),))
     assert attach_jobs([node], [job])[0].gpus == node.gpus
+
+
+@pytest.mark.parametrize("text, count", [
+    ("", 1), ("4-9", 6), ("1,3,5-7", 5), ("0-10:2", 6), ("0-99%4", 100), ("7", 1),
+    ("1-x", 2), ("0-4:0", 2)])
+def test_array_task_count(text, count):
+    assert array_task_count(text) == count
+
+
+def test_a_pending_array_record_stands_for_its_tasks_and_keeps_no_elastic_or_batch_range(golden):
+    """squeue lists an array's tasks that have not started as one record (``1_[4-9]``, as the
+    real 22.05 cluster shows it: array_task_string "4-9"). A resize of that record would resize
+    every one of them, so nothing may be resized there; a task, once started, is its own job."""
+    doc = golden["squeue"]
+    base = next(j for j in doc["jobs"] if j["job_state"] in ("PENDING", ["PENDING"]))
+    tag = "wb:app=resnet18;elastic=1-4;batch=64-512"
+    rec = dict(base, job_id=910, array_task_string="4-9", admin_comment=tag)
+    one = dict(base, job_id=911, array_task_string="", admin_comment=tag)
+    pending, task = parse_jobs(dict(doc, jobs=[rec, one]))
+    assert (pending.array_tasks, pending.min_gpus, pending.max_batch_size) == (6, None, None)
+    assert (task.array_tasks, task.min_gpus, task.max_gpus, task.max_batch_size) == (1, 1, 4, 512)
 
 
 def test_sbatch_deadline_is_the_jobs_deadline(golden):
