@@ -42,7 +42,9 @@ INFO_TIMEOUT_S = 10.0              # --help, --version: Slurm retries a missing 
 @record
 class Providers:
     """Where the snapshot and the readings come from (tests and the warm server's cache hand
-    in their own), and who hears of a job submitted on a decision (outcome, sbatch's stdout)."""
+    in their own), and who hears of a job submitted on a decision (outcome, sbatch's stdout).
+    ``readings(cfg, cluster, now_s, carbon)``: ``carbon`` False when the policy does not plan
+    with carbon intensity (its ``reads_carbon``), which then need not be read."""
 
     snapshot: Callable[[Any], Any]
     readings: Callable[[Any, Any, float], Any]
@@ -54,7 +56,7 @@ def _slurm_snapshot(cfg: Any) -> Any:
     return snapshot(cfg)
 
 
-def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
+def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
     from slurm_plugin.telemetry.carbon_forecast import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
@@ -62,7 +64,7 @@ def _influx_readings(cfg: Any, cluster: Any, now_s: float) -> Any:
 
     def running() -> Any:     # asked last: the snapshot may still be on its way
         yield from (j for j, job in cluster.jobs.items() if job.running) if cluster else ()
-    return read_readings(client, now_s, carbon=planning_provider(cfg, client),
+    return read_readings(client, now_s, carbon=planning_provider(cfg, client) if carbon else None,
                          cluster=cfg["cluster.name"], job_ids=running(),
                          carbon_max_age_s=cfg["carbon.max_age_s"])
 

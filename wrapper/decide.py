@@ -224,7 +224,8 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
             out.warnings.append(said)
     policy = _policy(name, wb, cfg)
     cluster = _Lazy(lambda: providers.snapshot(cfg))
-    readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s))
+    carbon = bool(getattr(policy, "reads_carbon", False))
+    readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s, carbon))
     settings = _settings(cfg, name)
     wanted = policy.prefetch(request, settings) if hasattr(policy, "prefetch") else ()
     if "cluster" in wanted or "readings" in wanted:     # the readings ask for running jobs

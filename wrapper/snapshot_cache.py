@@ -206,9 +206,10 @@ class CachedProviders:
         self.cluster = hit[0] if hit else self.live.snapshot(cfg)
         return self.cluster
 
-    def readings(self, cfg: Any, cluster: Any, now_s: float) -> Any:
+    def readings(self, cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
+        """The cached readings (read with carbon, for any policy), else read now."""
         hit = self._cached(cfg)
-        return hit[1] if hit else self.live.readings(cfg, cluster, now_s)
+        return hit[1] if hit else self.live.readings(cfg, cluster, now_s, carbon)
 
     def submitted(self, outcome: Any, stdout: str) -> None:
         """Said before the caller hears back, so the server knows of the job in time for the

@@ -104,7 +104,7 @@ class _Live:
         self.calls.append("snapshot")
         return self.cluster
 
-    def readings(self, cfg, cluster, now_s):
+    def readings(self, cfg, cluster, now_s, carbon=True):
         self.calls.append("readings")
         return Readings(taken_s=now_s)
 

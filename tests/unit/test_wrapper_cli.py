@@ -68,8 +68,9 @@ def _run(fake, argv, stdin=b"", env=None, providers=None):
                **(env or {})}
     out, err = io.StringIO(), io.StringIO()
     calls = []
-    prov = providers or Providers(snapshot=lambda cfg: calls.append("snap") or CLUSTER,
-                                  readings=lambda cfg, c, now: Readings())
+    prov = providers or Providers(
+        snapshot=lambda cfg: calls.append("snap") or CLUSTER,
+        readings=lambda cfg, c, now, carbon: calls.append(f"readings carbon={carbon}") or Readings())
     rc = run(argv, Io(environ, io.BytesIO(stdin), out, err), prov, now_s=1000.0)
     argv_file = fake / "argv"
     sent = argv_file.read_text().splitlines() if argv_file.exists() else None
@@ -95,6 +96,15 @@ def test_shared_placement_goes_to_sbatch_and_script_is_rendered(fake):
                              "# >>> wattbatch") and script.endswith("# <<< wattbatch\necho hi\n")
     assert "export WATTBATCH_SHARE_MODE=shard" in script
     assert "wattbatch: explain: share gpu 1 of gpu1" in err
+
+
+@pytest.mark.parametrize("policy,carbon", [("eaco", False), ("greenflow", True),
+                                           ("carbon-threshold", True)])
+def test_carbon_is_read_only_for_a_policy_that_plans_with_it(fake, policy, carbon):
+    rc, _, err, _, calls = _run(fake, ["--wb-policy", policy, "--wb-share", "--wb-slack=6h",
+                                       "--gres=gpu:1", "-t", "60", "job.sh"])
+    assert rc == 0, err
+    assert f"readings carbon={carbon}" in calls and f"readings carbon={not carbon}" not in calls
 
 
 def test_rendered_script_keeps_script_name_and_args(fake):
