@@ -73,6 +73,7 @@ class Actuator(Protocol):
 STEPS: dict[str, tuple[str, ...]] = {
     "resize": ("requeue_hold", "set_gpus", "release", "start_now"),
     "move_exclusive": ("requeue_hold", "whole_gpus", "release", "start_now"),
+    "unpin": ("whole_gpus",),          # a pending job: nothing to hold or restart
     "defer": ("defer",),
     "cancel": ("cancel",),
     "power_cap": ("set_power_cap",),   # recorded in Slurm; the node side applies it
@@ -156,6 +157,9 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
         if not view.pending:
             raise Finished("skipped", f"job {job} is {view.state.lower()}: nothing to defer")
         return True
+    if step == "whole_gpus" and action.kind == "unpin" and not view.pending:
+        raise Finished("skipped", f"job {job} is {view.state.lower()}: it started where it "
+                                  "was pinned; nothing to unpin")
     return True                                # whole_gpus (reads the job itself), cancel
 
 

@@ -170,6 +170,7 @@ SCHEMA: dict[str, Key] = {
     "eaco.max_slowdown": _num(1, 10),
     "eaco.observe_epochs": _int(1, 100),
     "eaco.deadline_factor": _num(1, 100),
+    "eaco.pin_wait_s": _num(0, 1e7),
     "ones.population": _int(2, 256),
     "ones.generations": _int(0, 64),
     "ones.crossover_p": _num(0, 1),

@@ -21,8 +21,8 @@ if TYPE_CHECKING:       # the aliases are for annotations only
     JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
                        "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                        "REQUEUED"]
-    ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "power_cap", "observe",
-                         "note", "batch"]
+    ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "unpin", "power_cap",
+                         "observe", "note", "batch"]
 
 
 EMPTY_MAP: Mapping = MappingProxyType({})  # the shared empty read-only mapping
@@ -176,6 +176,9 @@ class Cluster:
     # how many of ``pending_jobs`` wait in a later tier than 0 (none: that order is by
     # submission); None: unknown
     pending_tiered: int | None = None
+    # When the caller keeps them (the simulator): the pending jobs pinned to typed GPUs
+    # (``Job.pinned``); None: a policy finds them in ``jobs``
+    pending_pinned: Sequence[Job] | None = None
     # the share of their time limits that the jobs ended in the last LIMIT_USE_WINDOW_S used,
     # weighted by their GPUs (Slurm's accounting; the simulator's finished jobs); None: not read
     limit_use: float | None = None
@@ -334,7 +337,9 @@ class Action:
     kind: ActionKind
     job_id: str
     policy: str
-    gpus: int | None = None           # resize / move_exclusive: new GPU count
+    # resize / move_exclusive: new GPU count. ``unpin``: a pending job pinned to typed GPUs of
+    # one node asks for whole GPUs that Slurm may take anywhere instead (nothing restarts)
+    gpus: int | None = None
     begin_s: float | None = None      # defer: the new start time (earlier or later)
     power_cap_w: float | None = None  # power_cap: the new per-GPU cap (None: remove the cap)
     nodes: tuple[str, ...] = ()

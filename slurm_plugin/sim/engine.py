@@ -171,6 +171,7 @@ class Simulator:
         self.nodes_log_view = MappingProxyType(self.nodes_log)
         self.gpu_readings, self.progress_view = GpuReadings(self), ProgressView(self)  # live views
         self.pending_view = PendingView(self)
+        self.pinned_pending: dict[str, SimJob] = {}   # pending jobs pinned to GPUs, by id
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -226,7 +227,8 @@ class Simulator:
         cluster = Cluster(nodes=self.node_views, jobs=self.jobs_view, taken_s=self.now, name="sim",
                           pending_count=len(self.pending), nodes_version=self.nodes_version,
                           nodes_log=self.nodes_log_view, pending_jobs=self.pending_view,
-                          pending_tiered=self.pending_tiered, limit_use=self._limit_use())
+                          pending_tiered=self.pending_tiered, limit_use=self._limit_use(),
+                          pending_pinned=tuple(self.job_views[i] for i in self.pinned_pending))
         ci, forecast = None, ()
         if self.carbon is not None:
             ci, forecast = self.carbon.at(self.now), ForecastView(self)
@@ -281,6 +283,10 @@ class Simulator:
         """Show (or stop showing) a pending job pinned to GPUs as their holder in the views."""
         if not j.pin_indexes:
             return
+        if on:
+            self.pinned_pending[j.id] = j
+        else:
+            self.pinned_pending.pop(j.id, None)
         node = self.node_by_name[j.pin_nodes[0]]
         for i in j.pin_indexes:
             g = node.gpus[i]
@@ -343,8 +349,16 @@ class Simulator:
                                    deadline_s=j.t.deadline_s, slack_s=j.req.slack_s,
                                    begin_s=j.begin_s if j.begin_s > j.t.submit_s else None,
                                    power_cap_w=j.cap_w, min_gpus=j.t.min_gpus,
-                                   max_gpus=j.t.max_gpus, **self._batch_fields(j))
+                                   max_gpus=j.t.max_gpus, pinned=self._pins(j),
+                                   **self._batch_fields(j))
         self.dirty = True
+
+    @staticmethod
+    def _pins(j: SimJob) -> tuple[tuple[str, str, int], ...]:
+        """A pending job's pins as the live snapshot reads them from its typed GRES."""
+        if not j.pin_indexes or not j.pin_nodes:
+            return ()
+        return tuple((j.pin_nodes[0], f"g{i}", j.shards) for i in j.pin_indexes)
 
     def _insert_queued(self, q: list[SimJob], j: SimJob) -> None:
         """``j`` into a list in queue order: at the end, else by bisection (a reorder)."""
@@ -965,6 +979,13 @@ class Simulator:
                 self._retune(list(j.gpus))
                 if j.id in self.job_views:
                     self.job_views[j.id] = replace(self.job_views[j.id], **self._batch_fields(j))
+        elif a.kind == "unpin":     # a pending job's typed GRES and node -> whole GPUs anywhere
+            if j.state == PENDING and j.pin_indexes:
+                nice = j.nice
+                self._drop(j)
+                self._apply_placement(j, plain_placement(a.policy, j.req, a.why))
+                j.nice = nice
+                self._enqueue(j)
         elif a.kind in ("move_exclusive", "resize"):
             gpus = a.gpus or j.per_node
             nodes = j.num_nodes

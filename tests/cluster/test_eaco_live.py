@@ -197,3 +197,30 @@ def test_bad_pair_is_undone_after_one_epoch_and_not_colocated_again(localcluster
     assert gpus_of(jobs[0]).isdisjoint(gpus_of(jobs[1])), why_d
     assert "vgg16" in why_d
     print(why_d)
+
+
+def test_a_job_left_waiting_on_its_pinned_gpu_is_unpinned_and_starts_elsewhere(
+        localcluster, env, tmp_path):
+    """A job pinned to shares of GPU g3 of gpu4 (as EaCO pins one) while a job holds that GPU
+    whole: it waits for it, however many GPUs are free. Once it has waited ``pin_wait_s``,
+    reconcile has it ask for whole GPUs anywhere, and it starts on another node."""
+    cfg = localcluster.config()
+    out = ["-o", "/dev/null", "-t", "5", "--parsable"]
+    holder = run(["sbatch", *out, "-w", "gpu4", "--gres=gpu:g3:1", "--wrap", "sleep 120"],
+                 env=env, timeout_s=30).stdout.strip()
+    wait_job(cfg, holder, lambda j: j.running)
+    share = cfg["slurm.share_gres"]
+    pinned = run(["sbatch", *out, "-w", "gpu4", f"--gres={share}:g3:2", "--wrap", "sleep 60"],
+                 env=env, timeout_s=30).stdout.strip()
+    job = wait_job(cfg, pinned, lambda j: j.pending and j.pinned)
+    assert job.pinned == (("gpu4", "g3", 2),)
+    env = {**env, "WATTBATCH_EACO_PIN_WAIT_S": "1"}
+    time.sleep(max(0.0, job.submit_s + 1.5 - time.time()))
+    first = reconcile(env)
+    unpins = [x for x in first["actions"] if x["kind"] == "unpin"]
+    assert [(x["job_id"], x["status"]) for x in unpins] == [(pinned, "done")], json.dumps(first)
+    assert "pinned to 2 shares of GPU g3 on gpu4" in unpins[0]["why"]
+    started = wait_job(cfg, pinned, lambda j: j.running, timeout_s=60)
+    assert all(u.node != "gpu4" for u in started.uses), started.uses
+    assert not [x for x in reconcile(env)["actions"] if x["kind"] == "unpin"]
+    assert snapshot(cfg).jobs[holder].running                 # the holder was not touched

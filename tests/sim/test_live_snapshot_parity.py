@@ -1,7 +1,8 @@
 """Every policy decides on a live Slurm snapshot as on the simulator's view of the same moment.
 
 The simulator hands a policy a ``Cluster`` with fields that the live snapshot leaves None
-(``pending_count``, ``nodes_version``, ``nodes_log``, ``pending_jobs``, ``pending_tiered``;
+(``pending_count``, ``nodes_version``, ``nodes_log``, ``pending_jobs``, ``pending_tiered``,
+``pending_pinned``;
 ``limit_use`` wherever the live path does not read sacct: at submission, and in a reconcile pass
 of a policy without ``reads_limit_use``) and a ``Context`` with ``history_version`` and
 ``history_log``, which ``reconcile.py`` and ``wrapper/decide.py`` leave None. They are caches and
@@ -107,7 +108,7 @@ def _live(ctx, keep_limit_use: bool):
     """``ctx`` as the live path builds it: no simulator caches."""
     c = ctx.cluster
     cluster = replace(c, pending_count=None, nodes_version=None, nodes_log=None,
-                      pending_jobs=None, pending_tiered=None,
+                      pending_jobs=None, pending_tiered=None, pending_pinned=None,
                       limit_use=c.limit_use if keep_limit_use else None)
     return replace(ctx, cluster=cluster, history_version=None, history_log=None)
 

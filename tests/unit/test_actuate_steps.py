@@ -43,3 +43,16 @@ def test_a_pending_jobs_gpu_count_is_set_only_where_it_differs(tres, gpus, neede
     view = JobView(state="PENDING", held=False, tres_per_node=tres)
     assert _decide("set_gpus", Action("resize", "7", "p", gpus=gpus, nice=1), view, [],
                    False) is needed
+
+
+def test_an_unpin_takes_whole_gpus_only_while_the_job_is_pending():
+    """``unpin`` has one step, on a pending job (nothing is held or restarted); a job that
+    started meanwhile started where it was pinned: nothing is left to do."""
+    from slurm_plugin.actuate import Finished, JobView, _decide
+    a = Action("unpin", "7", "eaco", gpus=1)
+    assert STEPS["unpin"] == ("whole_gpus",)
+    pending = JobView(state="PENDING", held=False, tres_per_node="gres:shard:g2:2")
+    assert _decide("whole_gpus", a, pending, [], False) is True
+    with pytest.raises(Finished, match="job 7 is running: it started where it was pinned"):
+        _decide("whole_gpus", a, JobView(state="RUNNING", held=False, tres_per_node=""), [],
+                False)

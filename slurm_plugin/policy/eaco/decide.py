@@ -42,6 +42,7 @@ from ..powersave import POWER_SAVE
 from ..queue import first_queued
 from .index import KindIndex, NodeMemo
 from .observe import ObserveMemo, observe
+from .pins import stale_pins
 from .predict import (
     deadline_of,
     group_slowdowns,
@@ -318,7 +319,10 @@ class Eaco:
         self._settings: tuple = (None, None)     # the settings mapping last seen, parsed
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
-        return observe(ctx, self._settings_of(ctx), self.name, self._memo)
+        s = self._settings_of(ctx)
+        acts = observe(ctx, s, self.name, self._memo)
+        unpin = stale_pins(ctx.cluster, ctx.now_s, s, self.name, {a.job_id for a in acts})
+        return acts + unpin if unpin else acts
 
     def _settings_of(self, ctx: Context) -> EacoSettings:
         """The settings, parsed again only when the caller hands in another mapping (the

@@ -20,6 +20,7 @@ class EacoSettings:
     max_slowdown: float = 1.1          # largest co-located time / solo time a job accepts
     observe_epochs: int = 1            # epochs co-located before reconcile judges a group
     deadline_factor: float = 2.0       # no deadline given: submit + factor * solo run time
+    pin_wait_s: float = 600.0          # a pinned job waiting this long is unpinned (0: never)
     allow_share: bool = True           # the site default for jobs that say nothing
     share_gres: str = "shard"          # "shard" or "mps": the Placement's share_mode
 
