@@ -1,6 +1,7 @@
 """wattbatch's own options: ``--wb-*`` words, ``#WATTBATCH`` lines, ``WATTBATCH_*`` variables.
 
-Precedence: command line > ``#WATTBATCH`` lines > environment > site config.
+Precedence: command line > ``#WATTBATCH`` lines > environment > site config. Within one layer
+two flags of one setting that contradict each other (``--wb-share --wb-no-share``) are an error.
 
 * Command line: ``--wb-NAME`` for a flag, ``--wb-NAME=VALUE`` or ``--wb-NAME VALUE`` otherwise,
   anywhere before the script path (after it, words belong to the script).
