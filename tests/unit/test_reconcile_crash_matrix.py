@@ -18,6 +18,7 @@ from slurm_plugin.reconcile import reconcile_pass
 ACTIONS = {
     "resize": Action("resize", "7", "fixed", gpus=2, why="t"),
     "move_exclusive": Action("move_exclusive", "7", "fixed", gpus=1, why="t"),
+    "unpin": Action("unpin", "7", "fixed", gpus=1, why="t"),
     "defer": Action("defer", "7", "fixed", begin_s=4e9, why="t"),
     "cancel": Action("cancel", "7", "fixed", why="t"),
     "power_cap": Action("power_cap", "7", "fixed", power_cap_w=200.0, why="t"),
@@ -44,8 +45,8 @@ CASES = list(_cases())
 
 
 def _state(kind):
-    # defer acts on a pending job; the others on a running one
-    return Recorder(state="PENDING" if kind == "defer" else "RUNNING")
+    # defer and unpin act on a pending job; the others on a running one
+    return Recorder(state="PENDING" if kind in ("defer", "unpin") else "RUNNING")
 
 
 @pytest.mark.parametrize("kind, fault, where", CASES)
@@ -85,7 +86,7 @@ def test_no_job_left_held_after_two_passes(tmp_path, monkeypatch, kind, fault, w
 
 
 def test_matrix_size():
-    assert len(CASES) == 2 * (4 + 4 + 1 + 1 + 1) + (6 + 6 + 3 + 3 + 3)
+    assert len(CASES) == 2 * (4 + 4 + 1 + 1 + 1 + 1) + (6 + 6 + 3 + 3 + 3 + 3)
 
 
 def test_stuck_action_is_retried_while_the_controller_is_down(tmp_path):
