@@ -89,7 +89,6 @@ def parse_index_list(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=8192)   # the same few strings repeat across thousands of jobs and nodes
 def array_task_count(text: str) -> int:
     """Tasks named by squeue's ``array_task_string`` (``4-9``, ``1,3,5-7``, ``0-10:2%4``; the
     ``%N`` limit says how many run at once, not how many there are); 1 for "" (no array, or
@@ -108,6 +107,7 @@ def array_task_count(text: str) -> int:
     return max(total, 1)
 
 
+@lru_cache(maxsize=8192)   # the same few strings repeat across thousands of jobs and nodes
 def parse_gres(text: str) -> tuple[GresItem, ...]:
     """A GRES string (node ``gres``/``gres_used``, job ``gres_detail`` entry, ``tres_per_node``).
 
