@@ -47,7 +47,7 @@ class Providers:
     with carbon intensity (its ``reads_carbon``), which then need not be read."""
 
     snapshot: Callable[[Any], Any]
-    readings: Callable[[Any, Any, float], Any]
+    readings: Callable[[Any, Any, float, bool], Any]
     submitted: Callable[[Any, str], None] | None = None
 
 
