@@ -44,7 +44,8 @@ from ..telemetry.carbon_forecast import ForecastingCarbon
 from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
-from .state import BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob
+from .state import (BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob,
+                    gres_type)
 from .time_limits import draw_limit_s, whole_minutes_s
 from .slack import draw_slack_s
 from .trace import TraceJob
@@ -358,7 +359,7 @@ class Simulator:
         """A pending job's pins as the live snapshot reads them from its typed GRES."""
         if not j.pin_indexes or not j.pin_nodes:
             return ()
-        return tuple((j.pin_nodes[0], f"g{i}", j.shards) for i in j.pin_indexes)
+        return tuple((j.pin_nodes[0], gres_type(i), j.shards) for i in j.pin_indexes)
 
     def _insert_queued(self, q: list[SimJob], j: SimJob) -> None:
         """``j`` into a list in queue order: at the end, else by bisection (a reorder)."""

@@ -68,6 +68,12 @@ class NodeState:
         return self.view
 
 
+def gres_type(index: int) -> str:
+    """The GRES type that names GPU ``index`` of a simulated node (the local cluster's typed
+    GPUs: ``g0`` ... ``g3``), in its view and in a pinned job's request."""
+    return f"g{index}"
+
+
 def _gpu_view(g: GpuState, node: str, gpu_model: str, memory_mib: int, shards_total: int) -> Gpu:
     """A GPU as a policy sees it: its running jobs, and the pending jobs pinned to it as the
     live snapshot shows them (a pinned whole GPU as its holder, pinned shards as used)."""
@@ -80,7 +86,7 @@ def _gpu_view(g: GpuState, node: str, gpu_model: str, memory_mib: int, shards_to
             holders.append(p.id)
         elif exclusive is None and not holders:
             exclusive = p.id
-    return Gpu(node=node, index=g.index, model=gpu_model, gres_type=f"g{g.index}",
+    return Gpu(node=node, index=g.index, model=gpu_model, gres_type=gres_type(g.index),
                memory_mib=memory_mib, shards_total=shards_total, shards_used=shards_used,
                exclusive_job=exclusive, shard_jobs=() if exclusive else tuple(holders))
 
