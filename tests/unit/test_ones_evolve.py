@@ -1,6 +1,7 @@
 """``ones``'s population: ``Room.fits`` answers as a release and a place would; without a queued
 job the running schedule refilled is the answer (no draws); a generation that finds nothing
-fitter ends the evolution; a seed gives one schedule; the priced bound holds for every schedule."""
+fitter ends the evolution; a seed gives one schedule; the priced bound holds for every
+schedule; the refill places queued jobs as trying each in turn would."""
 
 from __future__ import annotations
 
@@ -111,3 +112,29 @@ def test_the_bound_price_stays_finite_without_gpus():
     for _ in range(3000):
         evolve(plans, Room({"n0": 0}, 4), 4, 1, 0.3, 0.3, random.Random(2), 1.05)
         assert 0.0 <= evolve_module._PRICE[0] < 1e300
+
+
+def test_the_refill_places_queued_jobs_as_trying_each_in_turn_would():
+    """The refill skips a job at least as large as one that found no room: the same genes as
+    trying every queued job in its order."""
+    rng = random.Random(11)
+    for _ in range(500):
+        gpn = rng.choice((4, 8))
+        free = {f"n{i}": rng.randint(0, gpn) for i in range(rng.randint(1, 5))}
+        plans = [Plan(str(i), False, False, [(rng.choice((1, 2, 3, gpn, 2 * gpn)), None,
+                                              rng.uniform(1e-5, 1e-3))], -1, 1.0, 0.0,
+                      (i, str(i)), {}) for i in range(rng.randint(1, 12))]
+        _, genes = evolve_module.repair(plans, [-1] * len(plans), Room(free, gpn))
+        room = Room(dict(free), gpn)
+        by_fill = sorted(range(len(plans)), key=lambda i: (-plans[i].score(0), plans[i].order))
+        expect = [-1] * len(plans)
+        for i in by_fill:
+            if room.place(plans[i].options[0][0]) is not None:
+                expect[i] = 0
+        assert genes == tuple(expect), (free, [p.options[0][0] for p in plans])
+
+
+def test_a_job_smaller_than_one_that_found_no_room_is_still_placed():
+    plans = [Plan(str(i), False, False, [(n, None, 1e-3 / (i + 1))], -1, 1.0, 0.0, (i, str(i)),
+                  {}) for i, n in enumerate((4, 1, 2, 1))]
+    assert evolve_module.repair(plans, [-1] * 4, Room({"n0": 2}, 4))[1] == (-1, 0, -1, 0)

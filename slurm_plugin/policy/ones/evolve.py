@@ -203,15 +203,18 @@ class Room:
         return {name: gpn for name in names}
 
 
-def orders(plans: list[Plan]) -> tuple[list[int], list[int], list[int], list[list[float]]]:
+def orders(plans: list[Plan]) -> tuple[list[int], list[int], list[int], list[list[float]],
+                                       list[list[float | None]]]:
     """What every repair of a pass reads: the plans' indexes in priority order, those the
     refill may place in its order (shortest predicted remaining time first), the running
-    jobs' indexes, and each plan's scores with 0.0 last (a gene of -1 reads it)."""
+    jobs' indexes, each plan's scores with 0.0 last (a gene of -1 reads it) and each plan's
+    growth list."""
     by_order = sorted(range(len(plans)), key=lambda i: plans[i].order)
     by_fill = sorted((i for i, p in enumerate(plans) if not p.fixed and p.options),
                      key=lambda i: (-plans[i].score(0), plans[i].order))
     running = [i for i, p in enumerate(plans) if p.running]
-    return by_order, by_fill, running, [p.scores + [0.0] for p in plans]
+    return (by_order, by_fill, running, [p.scores + [0.0] for p in plans],
+            [p.growth for p in plans])
 
 
 def _where(plans: list[Plan], genes: list[int], room0: Room, by_order: list[int],
@@ -244,22 +247,29 @@ def _where(plans: list[Plan], genes: list[int], room0: Room, by_order: list[int]
 
 
 def _refill(plans: list[Plan], genes: list[int], room: Room, where: list,
-            by_fill: list[int]) -> None:
+            by_fill: list[int], growths: list[list[float | None]]) -> None:
     """Queued and stopped jobs into free GPUs (shortest remaining first), then growth."""
+    fail = room.total + 1   # the fewest GPUs a placement found no room for (more find none)
     for i in by_fill:
         if genes[i] >= 0:
             continue
-        if room.total <= 0:
-            return          # nothing left to place or grow into
-        got = room.place(plans[i].options[0][0])
-        if got is not None:
+        n = plans[i].options[0][0]
+        if n >= fail:
+            if fail <= 1:
+                return      # nothing left to place or grow into
+            continue
+        got = room.place(n)
+        if got is None:
+            fail = n
+        else:
             genes[i], where[i] = 0, got
+            if room.total < fail:
+                fail = room.total + 1
     if room.total <= 0:
         return
-    heap: list[tuple[float, int, int]] = []     # (-gain per added GPU, job, its gene then)
-    for i, g in enumerate(genes):
-        if g >= 0 and (x := plans[i].growth[g]) is not None:
-            heap.append((x, i, g))
+    # (-gain per added GPU, job, its gene then); a gene of -1 reads a growth list's last
+    # entry, which is None
+    heap = [(x, i, g) for i, g in enumerate(genes) if (x := growths[i][g]) is not None]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     fits, release, place = room.fits, room.release, room.place
@@ -294,9 +304,9 @@ def repair(plans: list[Plan], genes: list[int], room0: Room,
            order: tuple | None = None) -> tuple[float, tuple[int, ...]]:
     """The schedule ``genes`` made feasible (consolidated, refilled) and its fitness;
     ``order``: ``orders(plans)``, made once per pass."""
-    by_order, by_fill, running, tables = order if order is not None else orders(plans)
+    by_order, by_fill, running, tables, growths = order if order is not None else orders(plans)
     genes, room, where = _where(plans, genes, room0, by_order, running)
-    _refill(plans, genes, room, where, by_fill)
+    _refill(plans, genes, room, where, by_fill, growths)
     return sum([t[g] for t, g in zip(tables, genes)]), tuple(genes)
 
 
