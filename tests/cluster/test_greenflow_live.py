@@ -62,8 +62,8 @@ def env(localcluster, tmp_path) -> dict[str, str]:
             "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "1", "WATTBATCH_SERVER": "0"}
 
 
-def _wattbatch(env, *argv) -> tuple[str, str]:
-    done = run([_bin("wattbatch"), "--parsable", "--wb-policy=greenflow", "--wb-explain",
+def _wattbatch(env, *argv, policy: str = "greenflow") -> tuple[str, str]:
+    done = run([_bin("wattbatch"), "--parsable", f"--wb-policy={policy}", "--wb-explain",
                 "--output=/dev/null", *argv], env=env, timeout_s=60)
     return done.stdout.strip().split(";")[0], done.stderr
 
@@ -139,6 +139,22 @@ def test_a_series_that_ended_days_ago_is_not_planned_with(localcluster, env, tmp
             assert any("carbon.max_age_s" in w for w in said) is warned, (policy, said)
     finally:
         run(["scancel", job_id], env=env, timeout_s=30)
+
+
+def test_only_a_policy_that_plans_with_carbon_reads_it(localcluster, env, tmp_path):
+    """A carbon source that cannot be read: greenflow's submission says so and goes in as
+    asked; eaco's, which reads the cluster and its GPU readings to place a sharing job, does
+    not read carbon, so it is placed by the policy with no word of carbon."""
+    (tmp_path / "carbon.csv").write_text("Time,Carbon Intensity\nyesterday,a lot\n")
+    for policy, told in (("greenflow", True), ("eaco", False)):
+        job_id, why = _wattbatch(env, "--wb-app=resnet18", "--wb-share", "-t", "30",
+                                 "--gres=gpu:1", "--wrap=sleep 5", policy=policy)
+        run(["scancel", job_id], env=env, timeout_s=30)
+        assert job_id.isdigit(), (policy, why)
+        assert ("carbon" in why.lower()) is told, (policy, why)
+        assert ("submitting the job unchanged" in why) is told, (policy, why)
+        if not told:
+            assert "readings 0.0 ms" not in why, why        # it read them
 
 
 def test_a_job_over_two_nodes_is_packed_on_one_switch(localcluster, env, tmp_path):
