@@ -36,13 +36,27 @@ class GpuReadings(Mapping):
 
     def __getitem__(self, key: tuple[str, int]) -> GpuReading:
         sim = self._sim
-        node = sim.node_by_name[key[0]]
-        g = node.gpus[key[1]]
-        util = g.util_pct
-        mem = sum(j.cls.memory_mib for j in g.jobs)
-        cap = min((j.cap_w for j in g.jobs if j.cap_w), default=sim.max_power_w)
-        return GpuReading(node=node.name, index=g.index, power_w=g.power_w, energy_j=0.0,
-                          util_pct=util, mem_used_mib=mem, power_limit_w=cap, taken_s=sim.now)
+        g = sim.node_by_name[key[0]].gpus[key[1]]
+        jobs = g.jobs
+        if not jobs:
+            mem, cap = 0, sim.max_power_w
+        elif len(jobs) == 1:
+            (j,) = jobs
+            mem, cap = j.cls.memory_mib, j.cap_w or sim.max_power_w
+        else:
+            mem = sum(j.cls.memory_mib for j in jobs)
+            cap = min((j.cap_w for j in jobs if j.cap_w), default=sim.max_power_w)
+        return GpuReading(key[0], g.index, g.power_w, 0.0, g.util_pct, mem, cap, sim.now)
+
+    def get(self, key, default=None):
+        # Mapping.get goes through __getitem__ and a KeyError; policies call this per GPU
+        try:
+            node = self._sim.node_by_name[key[0]]
+        except KeyError:
+            return default
+        if not 0 <= key[1] < len(node.gpus):
+            return default
+        return self[key]
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         for n in self._sim.nodes:

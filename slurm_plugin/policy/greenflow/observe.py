@@ -134,11 +134,12 @@ def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
     """The measured power of an allocated GPU, its share of its node's base power included
     (``OWED_GPU_W`` while no GPU is allocated or read)."""
     total, count = 0.0, 0
+    get = readings.gpus.get
     for node in cluster.nodes:
         per_gpu_base_w = node_base_power_w / max(1, len(node.gpus))
         for gpu in node.gpus:
-            if gpu.job_ids:
-                reading = readings.gpus.get(gpu.key)
+            if gpu.exclusive_job or gpu.shard_jobs:     # gpu.job_ids, without building it
+                reading = get((node.name, gpu.index))
                 if reading is not None:
                     total += reading.power_w + per_gpu_base_w
                     count += 1
