@@ -18,9 +18,6 @@ if TYPE_CHECKING:       # the aliases are for annotations only
     from typing import Literal, Mapping, Sequence
 
     ShareMode = Literal["exclusive", "shard", "mps"]
-    JobState = Literal["PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "FAILED",
-                       "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-                       "REQUEUED"]
     ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "unpin", "power_cap",
                          "observe", "note", "batch"]
 

@@ -10,7 +10,6 @@ import shutil
 from .. import proc
 from ..errors import CommandError
 
-PACKAGES = ("slurm-wlm", "slurmdbd", "munge", "mariadb-server", "influxdb")
 # A program each package provides; a missing one means the package must be installed.
 # "a|b": either name (Debian 12 calls the Slurm daemons slurmctld-wlm etc., later releases
 # slurmctld).

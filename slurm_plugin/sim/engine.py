@@ -136,7 +136,6 @@ class Simulator:
         # passes walk: a held job is never walked), and (begin, seq, job) of the others
         self.ready: list[SimJob] = []
         self.wake: list[tuple] = []
-        self.pending_shared = 0
         self.pending_tiered = 0     # pending jobs in a later --nice tier than 0
         self.running: dict[str, SimJob] = {}
         self.job_views: dict[str, Job] = {}
@@ -341,7 +340,6 @@ class Simulator:
         # requeued (keeps its priority) or a lower --nice tier: goes in by priority
         self._insert_queued(self.pending, j)
         self._place_pending(j)
-        self.pending_shared += j.share
         self.job_views[j.id] = Job(job_id=j.id, state="PENDING", name=j.req.name, user=j.t.user,
                                    gpus=0 if j.share else j.per_node, shards=j.shards,
                                    num_nodes=j.num_nodes, submit_s=j.t.submit_s,
@@ -614,7 +612,6 @@ class Simulator:
                     continue
                 break
             self._unqueue(j)
-            self.pending_shared -= j.share
             self._start(j, gpus)
         q = self.pending
         self.dirty = False
@@ -692,7 +689,6 @@ class Simulator:
                 i += 1
                 continue
             self._unqueue(j)
-            self.pending_shared -= j.share
             self._start(j, gpus)
             # the start moved first fit and the head's spare GPUs: a shape refused for its
             # limit may fit elsewhere now (a shape that got no GPUs still gets none)
@@ -1062,7 +1058,6 @@ class Simulator:
         elif j.state == PENDING:
             self._unqueue(j)
             self._pin_pending(j, False)
-            self.pending_shared -= j.share
             self.state_version += 1
 
     # ---------------------------------------------------------------- main loop

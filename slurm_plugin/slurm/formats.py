@@ -51,10 +51,6 @@ class SlurmFormat:
     def legacy(self) -> bool:
         return self.data_parser == LEGACY
 
-    @property
-    def major_minor(self) -> tuple[int, int]:
-        return release_tuple(self.release)
-
     def error(self, field: str, value: object, expected: str) -> FormatError:
         shown = repr(value)
         if len(shown) > 120:

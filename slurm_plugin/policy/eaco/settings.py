@@ -33,8 +33,3 @@ class EacoSettings:
                 kw[f.name] = type(f.default)(values[f.name])
         return cls(**kw)
 
-    def slice_mib(self, gpu_memory_mib: int) -> int:
-        """GPU memory each job on a shared GPU may use: the threshold split evenly, so the
-        caps of ``max_jobs_per_gpu`` jobs never add up to more than the threshold."""
-        return int(gpu_memory_mib * self.mem_threshold_pct / 100 / self.max_jobs_per_gpu)
-

@@ -187,7 +187,7 @@ def growths(total_free: int, movable: dict[str, JobModel], gpn: int, cap: int,
             if new - n > total_free:
                 break
             rem_at = rem * base / t if t > 0 else float("inf")     # m.remaining_at(new)
-            saved = rem - rem_at - restart_s                        # m.saved_s(new)
+            saved = rem - rem_at - restart_s     # time saved by moving now, restart included
             if saved <= worth or not (limit is None or rem_at + restart_s <= 0.9 * limit):
                 continue
             out.append((saved / (new - n), m, new, saved))

@@ -88,7 +88,3 @@ class JobModel:
     def remaining_at(self, m: int) -> float:
         t = self.tput(m)
         return self.remaining_s * self.x_cur / t if t > 0 else float("inf")
-
-    def saved_s(self, m: int) -> float:
-        """Time the job saves by moving to ``m`` GPUs now (negative: it loses), restart included."""
-        return self.remaining_s - self.remaining_at(m) - self.restart_s

@@ -39,10 +39,6 @@ NAME = "ones"
 MAX_GENES = 256     # running jobs in the population at most (half longest, half shortest)
 
 
-def _gpn(cluster: Cluster) -> int:
-    return _geometry(cluster)[0]       # the most GPUs on a node (8 without nodes)
-
-
 def _free(cluster: Cluster) -> dict[str, int]:
     """Free GPUs per available node, in node order (kept from the last call for the nodes
     whose views did not change)."""
