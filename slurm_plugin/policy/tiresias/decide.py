@@ -79,14 +79,17 @@ def _running(cluster: Cluster) -> tuple[list[Job], dict[str, int], int]:
     return list(running.values()), free, gpus
 
 
-def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
+def _victims(winners: list[tuple[tuple, Job]], losers: list[tuple[tuple, Job]],
              free: dict[str, int], cap: int) -> set[str]:
     """The running jobs to stop so that queued ``winners`` (rank, job), ranked best first,
     can start: each winner takes free GPUs where it fits (best fit), else the GPUs of
     ``losers`` (running jobs that fell out of the cut) ranked below it, lowest first, on the
-    nodes where that stops the fewest GPUs (then the fewest jobs). A winner that no such stop
-    lets start stops nothing: the GPUs stopped would stay idle while it waits for a node. At
-    most ``cap`` jobs."""
+    nodes where that stops the fewest GPUs (then the fewest jobs). A rank is (queue,
+    submission, position); a loser of the winner's queue and submission is not stopped for
+    it: only the job id sets them apart, and Slurm may order such ties otherwise (a trace's
+    job names, or its lines, in the simulator), so stopping one could restart it ahead of the
+    winner, pass after pass. A winner that no such stop lets start stops nothing: the GPUs
+    stopped would stay idle while it waits for a node. At most ``cap`` jobs."""
     free = dict(free)
     held = {job.job_id: (rank, gpus_by_node(job)) for rank, job in losers}
     on_node: dict[str, list[tuple[int, str]]] = {}
@@ -108,8 +111,8 @@ def _victims(winners: list[tuple[int, Job]], losers: list[tuple[int, Job]],
             take: list[str] = []
             got = f
             for rank_v, jid in on_node.get(name, ()):
-                if got >= per_node or rank_v < rank_q:
-                    break
+                if got >= per_node or rank_v[:2] <= rank_q[:2]:
+                    break       # the rest rank above the winner, or tie with it
                 if jid not in chosen:
                     take.append(jid)
                     got += held[jid][1][name]
@@ -183,17 +186,17 @@ class Tiresias:
             ranked.append((row[1], job.submit_s, id_order(jid), job, row[2]))
         self._rows = seen
         ranked.sort()       # queue, submission, job id (unique: the rest is never compared)
-        winners: list[tuple[int, Job]] = []     # queued jobs within the cut
-        losers: list[tuple[int, Job]] = []      # running jobs out of it
-        for pos, (_, _, _, job, _) in enumerate(ranked):
+        winners: list[tuple[tuple, Job]] = []     # queued jobs within the cut
+        losers: list[tuple[tuple, Job]] = []      # running jobs out of it
+        for pos, (qi, sub, _, job, _) in enumerate(ranked):
             is_running = job.running
             need = len(job.uses) if is_running else job.gpus * job.num_nodes
             if need <= budget:          # it keeps (or gets) its GPUs
                 budget -= need
                 if not is_running:
-                    winners.append((pos, job))
+                    winners.append(((qi, sub, pos), job))
             elif is_running:
-                losers.append((pos, job))
+                losers.append(((qi, sub, pos), job))
         stop = _victims(winners, losers, free, s.max_preemptions_per_pass) \
             if winners and losers else ()
         actions: list[Action] = []
