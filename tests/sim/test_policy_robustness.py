@@ -2,7 +2,9 @@
 format (GPU ranges, time limits shorter and far longer than the run, slacks, deadlines, bursts
 of simultaneous submissions, jobs wider than a node or than the cluster's free GPUs): a policy
 that raises is hidden by the simulator's fail-open (the job goes in unchanged, counted in
-``policy_fallbacks``), so this asserts there is none, and that every job ends."""
+``policy_fallbacks``), so this asserts there is none, and that every job ends. The same on
+random Pollux-format workloads (profiled applications with batch sizes, simultaneous
+submissions), each run under a timer: a policy that keeps a run from ending fails it."""
 
 from __future__ import annotations
 
@@ -75,4 +77,58 @@ def test_no_policy_fails_open_on_awkward_traces(tmp_path, policy, case):
     r = sim.run()
     assert not raised, raised[0]
     assert r["policy_fallbacks"] == 0, "a placement the simulator found invalid"
+    assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0, r
+
+
+class _Hung(BaseException):
+    """Raised by the alarm: out of the simulator's fail-open, so the test fails, not hangs."""
+
+
+def awkward_pollux(path: Path, rng: random.Random, jobs: int, gpn: int, nodes: int) -> Path:
+    """A Pollux-format workload (profiled applications with batch sizes: the batch-size paths
+    of ``ones`` and the simulator's statistical efficiency) with bursts of jobs submitted at
+    the same second, whose names sort otherwise than their lines."""
+    from slurm_plugin.physics.pollux import pollux_apps
+    from slurm_plugin.physics.pollux_batch import batch_bounds
+
+    rows = ["name,time,application,num_replicas,batch_size"]
+    t = 0
+    for i in range(jobs):
+        t += rng.choice([0, 0, 5, 60, 600])
+        app = rng.choice(pollux_apps())
+        n = min(gpn * nodes, rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 32, 64]))
+        lo, hi = batch_bounds(app, min(n, 64)) or batch_bounds(app, 1)
+        rows.append(f"{app}-{i},{t},{app},{n},{rng.choice([lo, hi, (lo + hi) // 2])}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("policy", builtin_policy_names())
+@pytest.mark.parametrize("case", range(3))
+def test_no_policy_fails_open_or_hangs_on_awkward_pollux_workloads(tmp_path, policy, case):
+    import signal
+
+    rng = random.Random(f"pollux:{policy}:{case}")
+    # case 0: one small node, and a restart longer than a reconcile pass: a policy that stops
+    # a job for one it cannot tell apart restarts it pass after pass, and nothing progresses
+    spec = ClusterSpec(nodes=1 if case == 0 else rng.randint(1, 4),
+                       gpus_per_node=4 if case == 0 else rng.choice([1, 2, 4]),
+                       shards_per_gpu=rng.choice([0, 4]),
+                       reconcile_interval_s=30.0 if case == 0 else rng.choice([60.0, 300.0]),
+                       restart_cost_s=90.0 if case == 0 else rng.choice([0.0, 90.0]))
+    n_jobs = rng.randint(8 if case == 0 else 1, 30)
+    jobs = read_trace(awkward_pollux(tmp_path / "w.csv", rng, n_jobs, spec.gpus_per_node,
+                                     spec.nodes), "pollux")
+
+    def hung(*_):
+        raise _Hung(f"{policy}: the simulation of {len(jobs)} jobs on {spec} ran 120 s")
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        r = Simulator(jobs, spec, get_policy(policy), seed=case,
+                      carbon=load_carbon(None, "GB", jobs[0].submit_s)).run()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert r["policy_fallbacks"] == 0
     assert r["jobs_finished"] == len(jobs) and r["unfinished_jobs"] == 0, r
