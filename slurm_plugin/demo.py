@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     print("   " + wattctl("localcluster", "status").replace("\n", "\n   ").rstrip())
     print("2. built-in carbon data -> InfluxDB")
     carbon = data_dir() / "carbon-GB-2023-01.csv"
-    print("   " + wattctl("carbon", "import", str(carbon), "--zone", "GB").strip())
+    print("   " + wattctl("carbon", "import", str(carbon), "--zone", "GB",
+                          "--shift-to-now").strip())
     print(f"3. submitting {len(WORKLOAD)} jobs through wattbatch (policy {args.policy})")
     workdir = Path(tempfile.mkdtemp(prefix="wattbatch-demo-"))
     ids = []

@@ -34,8 +34,14 @@ def carbon() -> None:
 @click.option("--zone", required=True, help="Zone to store under, e.g. GB, DE-LU.")
 @click.option("--basis", type=click.Choice(["lca", "direct"]), default="lca", show_default=True,
               help="Electricity Maps files: life-cycle or direct emissions as gco2_per_kwh.")
+@click.option("--shift-to-now", is_flag=True,
+              help="Move the series later so that it covers now, by whole weeks (each hour "
+                   "keeps its hour of the week; whole days for a series shorter than a week): "
+                   "a past year replayed as current data, for a demo or a test cluster. Job "
+                   "CO2 and the policies use only intensities stored within "
+                   "carbon.max_age_s.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
+def import_cmd(file: str, zone: str, basis: str, shift_to_now: bool, as_json: bool) -> None:
     """Load FILE (Electricity Maps CSV or Time,Carbon Intensity CSV) into InfluxDB.
 
     Idempotent: points already stored (same zone and time) are not written again. A bulk
@@ -44,15 +50,20 @@ def import_cmd(file: str, zone: str, basis: str, as_json: bool) -> None:
     series = carbon_csv.load(file, basis)  # type: ignore[arg-type]
     for note in series.notes():
         click.echo(f"warning: {note}", err=True)
+    shift_s = 0
+    if shift_to_now:
+        series, shift_s = series.shifted_to(time.time())
     client = InfluxClient.from_config(config.load())
     client.timeout_s = max(client.timeout_s, IMPORT_TIMEOUT_S)
     result = import_series(client, series, zone)
     elapsed = time.perf_counter() - t0
     if as_json:
-        click.echo(json.dumps(asdict(result) | {"elapsed_s": round(elapsed, 3)}))
+        click.echo(json.dumps(asdict(result) | {"elapsed_s": round(elapsed, 3),
+                                                "shifted_s": shift_s}))
         return
+    shifted = f" (moved {shift_s / 86400:g} days later)" if shift_s else ""
     click.echo(f"{result.path} ({result.format}) -> zone {zone}: {result.points} points "
-               f"{_utc(result.first_s)} .. {_utc(result.last_s)}: {result.new} new, "
+               f"{_utc(result.first_s)} .. {_utc(result.last_s)}{shifted}: {result.new} new, "
                f"{result.present} already present ({result.updated} updated); "
                f"{result.written} written in {elapsed:.2f} s")
 

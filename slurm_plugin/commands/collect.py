@@ -22,7 +22,8 @@ def _ledger(cfg, client: InfluxClient) -> Ledger:
     warn = lambda m: click.echo(f"wattbatch collector: warning: {m}", err=True)  # noqa: E731
     model = cfg["node.gpu_model"]
     return Ledger(cfg["node.state_dir"], idle_power_w(model), model,
-                  CachedIntensity(provider_from_config(cfg, client), warn=warn))
+                  CachedIntensity(provider_from_config(cfg, client), warn=warn,
+                                  max_age_s=cfg["carbon.max_age_s"]))
 
 
 @click.command("collect")

@@ -178,17 +178,19 @@ def report(ctx: click.Context, by: str, since: str, until: str, cluster_name: st
 
 def _stale_carbon(client, zone: str, since_s: float, until_s: float, max_age_s: float,
                   total: dict) -> list[str]:
-    """A note when the jobs' carbon was charged while the zone's stored intensity was stale:
-    no point from ``max_age_s`` before the period to its end (the collector charges the newest
-    value, whatever its age)."""
-    if max_age_s <= 0 or not total.get("co2_kg"):
+    """A note when the zone's stored intensity was stale over the whole period: no point from
+    ``max_age_s`` before it to its end. The collector and the epilog charge no CO2 at a stale
+    intensity, so the jobs' carbon is missing, not wrong; a record that carries some was
+    charged from another source (``carbon.file``) or by an earlier wattbatch."""
+    if max_age_s <= 0 or not (total.get("co2_kg") or total.get("co2_missing_records")):
         return []
     from ..report.records import read_intensity
     if read_intensity(client, zone, since_s - max_age_s, until_s):
         return []
     return [f"zone {zone}: no carbon intensity stored from {max_age_s / 3600:g} h before the "
-            "period to its end (carbon.max_age_s): the kgCO2 above was charged at an older "
-            "value; import the zone's intensities for the period (wattctl carbon import)"]
+            "period to its end (carbon.max_age_s): no CO2 is charged at a stale intensity, so "
+            "kgCO2 leaves out these jobs' energy; import the zone's intensities for the period "
+            "(wattctl carbon import)"]
 
 
 def _batches(client, since_s: float, until_s: float, job_ids: list[str] | None,

@@ -38,10 +38,11 @@ def epilog(environ: Mapping[str, str]) -> JobEnergy | None:
     entry = ledger.close(state_dir, job_id)
     mine = (entry.get("nodes") or {}).get(node)
     if mine:
-        result = from_ledger(job_id, node, {**mine, "app": entry.get("app", "")}, now_s, carbon)
+        result = from_ledger(job_id, node, {**mine, "app": entry.get("app", "")}, now_s, carbon,
+                             cfg["carbon.max_age_s"])
     elif state_path(state_dir, job_id).exists():
         source = make_source(cfg["node.gpu_source"], node, cfg, cfg.source("node.gpu_source"))
-        result = finish(source, node, job_id, state_dir, now_s, carbon)
+        result = finish(source, node, job_id, state_dir, now_s, carbon, cfg["carbon.max_age_s"])
         print(f"wattbatch epilog: job {job_id}: no collector ledger on {node}; energy from the "
               "GPU counters since the prolog (a shared GPU is charged in full)", file=sys.stderr)
     else:

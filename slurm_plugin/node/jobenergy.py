@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 
 from ..errors import InputError, TelemetryError
 from ..telemetry.bounds import Rejected, checked
-from ..telemetry.carbon import CarbonProvider
+from ..telemetry.carbon import CarbonProvider, is_stale
 from ..telemetry.lineproto import Point
 from .source import GpuSource
 
@@ -100,12 +100,12 @@ class JobEnergy:
 
 
 def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
-                carbon: CarbonProvider | None = None) -> JobEnergy:
+                carbon: CarbonProvider | None = None, max_age_s: float = 0.0) -> JobEnergy:
     """The job's figures on ``node`` from its ledger entry: what the collector charged it,
     pass by pass (so the shares of a GPU add up to its counter; a job's first and last
     collector interval are its error, one interval over its run time). CO2 over the part of
     the energy charged while no intensity was known is estimated at the run's mean
-    intensity."""
+    intensity (``mean_intensity``: none where the zone's data is stale)."""
     energy = float(entry.get("energy_j", 0.0))
     start = float(entry.get("first_s", end_s))
     co2, covered = entry.get("co2_g"), float(entry.get("co2_energy_j", 0.0))
@@ -114,7 +114,7 @@ def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
         intensity = float(co2) / covered * J_PER_KWH
     elif carbon is not None:
         try:
-            intensity = mean_intensity(carbon, start, end_s)
+            intensity = mean_intensity(carbon, start, end_s, max_age_s)
         except TelemetryError as exc:
             print(f"wattbatch epilog: warning: no carbon intensity: {exc}", file=sys.stderr)
     co2_g = (float(co2 or 0.0) + (energy - covered) / J_PER_KWH * intensity
@@ -128,12 +128,15 @@ def from_ledger(job_id: str, node: str, entry: Mapping, end_s: float,
                      app=str(entry.get("app", "")))
 
 
-def mean_intensity(carbon: CarbonProvider, start_s: float, end_s: float) -> float | None:
+def mean_intensity(carbon: CarbonProvider, start_s: float, end_s: float,
+                   max_age_s: float = 0.0) -> float | None:
     """Mean of the value in force at the start and of every point up to the end; values out
-    of bounds (``telemetry.bounds``: NaN, negative, absurd) are left out."""
+    of bounds (``telemetry.bounds``: NaN, negative, absurd) are left out, and so is the value
+    at the start where it is older than ``max_age_s`` (``telemetry.carbon.is_stale``; 0: any
+    age): a run with no point of its own then has no intensity."""
     values = [v for _, v in carbon.forecast(start_s, end_s)]
     first = carbon.intensity_at(start_s)
-    if first is not None:
+    if first is not None and not is_stale(carbon, start_s, max_age_s):
         values.insert(0, first)
     values = [v for v in values if _sane(v)]
     return sum(values) / len(values) if values else None
@@ -148,9 +151,10 @@ def _sane(g_per_kwh: object) -> bool:
 
 
 def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLike,
-           now_s: float, carbon: CarbonProvider | None = None) -> JobEnergy:
+           now_s: float, carbon: CarbonProvider | None = None,
+           max_age_s: float = 0.0) -> JobEnergy:
     """Energy since ``record_start`` summed over the job's GPUs. CO2 is left out when the
-    carbon provider knows no intensity or fails."""
+    carbon provider knows no intensity (or only a stale one: ``mean_intensity``) or fails."""
     path = state_path(state_dir, job_id)
     try:
         state = json.loads(path.read_text())
@@ -161,7 +165,8 @@ def finish(source: GpuSource, node: str, job_id: str, state_dir: str | os.PathLi
     now = {r.index: r.energy_j for r in source.read()}
     energy = sum(max(0.0, now[i] - e0) for i, e0 in start.items() if i in now)
     try:
-        intensity = mean_intensity(carbon, state["start_s"], now_s) if carbon else None
+        intensity = mean_intensity(carbon, state["start_s"], now_s, max_age_s) \
+            if carbon else None
     except TelemetryError as exc:
         print(f"wattbatch epilog: warning: no carbon intensity: {exc}", file=sys.stderr)
         intensity = None

@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from ..model import GpuReading
 from ..physics import job_class
 from ..errors import InputError
+from ..telemetry.carbon import is_stale
 from .split import SoloRate, split_interval
 
 LEDGER_DIR = "ledger"
@@ -170,12 +171,15 @@ class Ledger:
 class CachedIntensity:
     """Grid intensity for the ledger: asked of the carbon provider at most every ``ttl_s``
     (the series is hourly); a failing provider gives None (no CO2 for that pass), once
-    reported."""
+    reported. So does a stale one: where the zone has no point within ``max_age_s`` (the
+    site's ``carbon.max_age_s``; 0: no limit) at or before the pass, the value in force then is
+    not the grid's now, and a job is charged no CO2 for that energy rather than a wrong one
+    (the report counts its records without ``co2_g``)."""
 
     def __init__(self, provider, ttl_s: float = 300.0,
-                 warn: Callable[[str], None] = lambda m: None) -> None:
-        self.provider, self.ttl_s, self.warn = provider, ttl_s, warn
-        self._at, self._value, self._failed = -1e18, None, False
+                 warn: Callable[[str], None] = lambda m: None, max_age_s: float = 0.0) -> None:
+        self.provider, self.ttl_s, self.warn, self.max_age_s = provider, ttl_s, warn, max_age_s
+        self._at, self._value, self._failed, self._stale = -1e18, None, False, False
 
     def __call__(self, t_s: float) -> float | None:
         if self.provider is None:
@@ -183,12 +187,21 @@ class CachedIntensity:
         if abs(t_s - self._at) >= self.ttl_s:
             self._at = t_s
             try:
-                self._value = self.provider.intensity_at(t_s)
+                value = self.provider.intensity_at(t_s)
+                stale = value is not None and is_stale(self.provider, t_s, self.max_age_s)
                 self._failed = False
             except Exception as exc:   # noqa: BLE001 - carbon is optional for accounting
                 if not self._failed:
                     self.warn(f"no carbon intensity ({exc}); CO2 left out until it answers")
                 self._value, self._failed = None, True
+                return None
+            if stale and not self._stale:
+                self.warn(f"zone {self.provider.zone}: no carbon intensity stored in the "
+                          f"{self.max_age_s / 3600:g} h before now (carbon.max_age_s): CO2 "
+                          "left out until the zone's recent intensities are imported (wattctl "
+                          "carbon import)")
+            self._stale = stale
+            self._value = None if stale else value
         return self._value
 
 

@@ -18,9 +18,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..resources import data_dir
-from ..telemetry.carbon_csv import Basis, load, zone_matches
+from ..telemetry.carbon_csv import WEEK_S, Basis, load, zone_matches
 
-WEEK_S = 7 * 86400
 _MONDAY0_S = 4 * 86400  # 1970-01-05 00:00 UTC was a Monday
 
 

@@ -38,6 +38,17 @@ class CarbonProvider(Protocol):
         """``(time_s, gco2_per_kwh)`` points with ``start_s < time_s <= end_s``, ascending."""
 
 
+def is_stale(carbon: CarbonProvider, t_s: float, max_age_s: float) -> bool:
+    """True when the zone has no stored point within ``max_age_s`` at or before ``t_s`` (0: no
+    limit): the value in force then is too old to stand for ``t_s``, for planning
+    (``readers.read_carbon``) and for a job's CO2 (the collector's ledger, the epilog) alike. A
+    provider that forecasts over stored points (``stored``) is asked of those points."""
+    if max_age_s <= 0:
+        return False
+    stored = getattr(carbon, "stored", carbon)
+    return not stored.forecast(t_s - max_age_s, t_s)
+
+
 class SeriesCarbon:
     """A provider over points in memory (from a CSV file via ``carbon_csv.load``)."""
 

@@ -28,6 +28,8 @@ from typing import Literal
 
 from ..errors import InputError
 
+WEEK_S = 7 * 86400
+
 Basis = Literal["lca", "direct"]
 
 EM_TIME = "Datetime (UTC)"
@@ -96,6 +98,25 @@ class CarbonSeries:
     points: tuple[CarbonPoint, ...]
     skipped: tuple[int, ...] = ()        # lines whose chosen value was empty or NaN
     repeated: tuple[int, ...] = ()       # lines whose timestamp an earlier row had
+
+    def shifted_to(self, now_s: float) -> tuple["CarbonSeries", int]:
+        """The series moved later so that it covers ``now_s`` (its first point at or before
+        it, its last at or after it): by whole weeks where that can cover it (each point keeps
+        its hour of the week, as the simulator aligns a zone's year to a trace), else by whole
+        days (its hour of the day), else by hours. A past year replays as current data (a
+        demo, a test cluster); a series that already reaches ``now_s`` is kept. Returns it and
+        the seconds it moved."""
+        first, last = self.points[0].time_s, self.points[-1].time_s
+        if last >= now_s:
+            return self, 0
+        for step in (WEEK_S, 86400, 3600):
+            d = math.ceil((now_s - last) / step) * step
+            if first + d <= now_s:
+                break
+        points = tuple(CarbonPoint(p.time_s + d, p.gco2_per_kwh, p.gco2_per_kwh_direct)
+                       for p in self.points)
+        return CarbonSeries(self.path, self.format, self.zone, points, self.skipped,
+                            self.repeated), d
 
     def skipped_note(self) -> str:
         """One line on the rows skipped ("" when none)."""

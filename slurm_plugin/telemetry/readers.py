@@ -153,15 +153,14 @@ def read_carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_
     """(the intensity now, the forecast points to ``now_s + horizon_s``), each value checked;
     nothing, with one warning, where the newest stored point is older than ``max_age_s``
     (0: no limit)."""
+    from .carbon import is_stale
     where = f"{CARBON_WARNING}{carbon.zone}"
     now_g = carbon.intensity_at(now_s)
-    if now_g is not None and max_age_s > 0:
-        stored = getattr(carbon, "stored", carbon)      # the points, not a forecast of them
-        if not stored.forecast(now_s - max_age_s, now_s):
-            warnings.append(f"telemetry: {where}: no point in the last {max_age_s / 3600:g} h "
-                            "(carbon.max_age_s): the data is stale, so carbon is not planned "
-                            "with; import the zone's recent intensities (wattctl carbon import)")
-            return None, ()
+    if now_g is not None and is_stale(carbon, now_s, max_age_s):
+        warnings.append(f"telemetry: {where}: no point in the last {max_age_s / 3600:g} h "
+                        "(carbon.max_age_s): the data is stale, so carbon is not planned "
+                        "with; import the zone's recent intensities (wattctl carbon import)")
+        return None, ()
     if now_g is not None:
         try:
             now_g = checked(now_g, "gco2_per_kwh", f"{where} at {now_s:.0f}")

@@ -25,6 +25,7 @@ from slurm_plugin.errors import TelemetryError
 from slurm_plugin.model import GpuReading
 from slurm_plugin.node.collector import collect_once
 from slurm_plugin.node.jobenergy import finish, record_start
+from slurm_plugin.node.ledger import CachedIntensity
 from slurm_plugin.progress import report_progress
 from slurm_plugin.telemetry.carbon import InfluxCarbon, SeriesCarbon
 from slurm_plugin.telemetry.carbon_csv import load
@@ -194,6 +195,33 @@ def test_carbon_import_twice_writes_nothing_new(client, env, tmp_path):
     assert json.loads(fixed.output)["updated"] == 1 and json.loads(fixed.output)["written"] == 1
     shown = json.loads(run(wattctl, ["carbon", "show", "--zone", "GB", "--json"], env=env).output)
     assert shown["points"] == 48 and shown["max"] == 147.0 and shown["min"] == 101.0
+
+
+def test_a_past_series_shifted_to_now_is_current_for_the_ledger(client, env, tmp_path):
+    """A 2023 series as it is leaves the collector no intensity (``carbon.max_age_s`` two
+    days: stale), said once; ``--shift-to-now`` stores it later, covering now (whole days for
+    a series of three days), and the collector then charges at it."""
+    path = _em_csv(tmp_path, 72)
+    run = CliRunner().invoke
+    assert run(wattctl, ["carbon", "import", str(path), "--zone", "GB"], env=env).exit_code == 0
+    db, said = InfluxCarbon(client, "GB"), []
+    assert CachedIntensity(db, warn=said.append, max_age_s=2 * 86400)(time.time()) is None
+    assert len(said) == 1 and "carbon.max_age_s" in said[0], said
+    assert CachedIntensity(db)(time.time()) == 171.0        # no limit: the last 2023 value
+    now = time.time()
+    done = run(wattctl, ["carbon", "import", str(path), "--zone", "GB", "--shift-to-now",
+                         "--json"], env=env)
+    assert done.exit_code == 0, done.output
+    got = json.loads(done.output)
+    assert got["shifted_s"] > 0 and got["written"] == 72
+    assert got["first_s"] <= now <= got["last_s"], got
+    assert got["first_s"] - 1677628800 == got["shifted_s"]     # from 2023-03-01 00:00
+    assert got["shifted_s"] % 86400 == 0                       # whole days
+    said.clear()
+    assert CachedIntensity(db, warn=said.append, max_age_s=2 * 86400)(time.time()) is not None
+    assert not said
+    [s] = client.query('SELECT count("gco2_per_kwh") FROM carbon_intensity')
+    assert s.values[0][1] == 144
 
 
 def test_carbon_import_of_the_current_export_header_with_gaps(client, env, tmp_path):

@@ -83,6 +83,7 @@ def test_report_by_job_names_array_tasks_from_sacct_and_keeps_the_raw_id(no_site
     rs = [rec("14544", end_s=time.time() - 60, cluster="wattbatch"),
           rec("99", end_s=time.time() - 60, cluster="wattbatch")]
     monkeypatch.setattr(records, "read_records", lambda client, since, until, cluster: rs)
+    monkeypatch.setattr(records, "read_intensity", lambda client, zone, since, until: [(since, 200.0)])
     seen = _sacct(monkeypatch, lambda args: "14544|14543_1\n99|99\n")
     r = CliRunner().invoke(wattctl, ["report", "--by", "job", "--json"], catch_exceptions=False)
     out = json.loads(r.stdout)
@@ -102,6 +103,7 @@ def test_without_sacct_the_report_names_raw_ids_and_says_why(no_site, monkeypatc
     from slurm_plugin.report import records
     rs = [rec("14544", end_s=time.time() - 60, cluster="wattbatch")]
     monkeypatch.setattr(records, "read_records", lambda client, since, until, cluster: rs)
+    monkeypatch.setattr(records, "read_intensity", lambda client, zone, since, until: [(since, 200.0)])
 
     def down(args):
         raise CommandError(["sacct", *args], 1, "sacct: error: Problem talking to the database")

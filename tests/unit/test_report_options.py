@@ -43,7 +43,7 @@ def test_batches_with_its_own_options_goes_on_to_influxdb(monkeypatch):
     assert asked and asked[0][0] == "sacct" and asked[0][-2:] == ["-j", "5"]
 
 
-def test_a_note_says_when_the_carbon_was_charged_at_a_stale_intensity():
+def test_a_note_says_when_the_zone_had_no_fresh_intensity_over_the_period():
     from slurm_plugin.commands.report import _stale_carbon
 
     class Client:
@@ -62,3 +62,7 @@ def test_a_note_says_when_the_carbon_was_charged_at_a_stale_intensity():
     assert str(int((8 * day) * 1e9)) in fresh.asked[0]      # from max_age_s before the period
     assert _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 0.0, {"co2_kg": 1.5}) == []
     assert _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 2 * day, {"co2_kg": None}) == []
+    # the usual case now: stale data leaves the jobs' CO2 out, and the note says why
+    missing = _stale_carbon(Client([]), "GB", 10 * day, 11 * day, 2 * day,
+                            {"co2_kg": None, "co2_missing_records": 3})
+    assert len(missing) == 1 and "no CO2 is charged at a stale intensity" in missing[0]
