@@ -13,6 +13,7 @@ it advises that power cap and changes nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..model import Action, JobRequest, Placement
 from ..physics import (cap_settings_w, cap_slowdown, capped_power_w, idle_power_w, job_class,
@@ -34,6 +35,18 @@ def energy_bound(app: str, gpus: int, duration_s: float, gpu_type: str = "V100",
                  max_jobs_per_gpu: int | None = None) -> JobBound:
     """The least energy job ``app`` on ``gpus`` GPUs, ``duration_s`` uncapped, can use; with
     ``max_jobs_per_gpu``, sharing a GPU with at most that many jobs."""
+    w, gpu_w, slow, cap = _best_cap(app, gpus, gpu_type, gpus_per_node, node_base_w,
+                                    max_jobs_per_gpu)
+    run_s = slow * duration_s
+    return JobBound(w * run_s, gpus * gpu_w * run_s, w, run_s, cap)
+
+
+@lru_cache(maxsize=4096)
+def _best_cap(app: str, gpus: int, gpu_type: str, gpus_per_node: int, node_base_w: float | None,
+              max_jobs_per_gpu: int | None) -> tuple[float, float, float, float | None]:
+    """(power, GPU power per GPU, slowdown, cap) of the cap that needs the least energy per
+    second of the uncapped run: energy is that power times the slowdown times the run, so the
+    choice does not depend on the run's length (one choice per job shape, not per job)."""
     cls = job_class(app)
     idle = idle_power_w(gpu_type)
     base = node_base_power_w() if node_base_w is None else node_base_w
@@ -41,15 +54,15 @@ def energy_bound(app: str, gpus: int, duration_s: float, gpu_type: str = "V100",
     share = cls.util_at(gpus) / 100
     if max_jobs_per_gpu:
         share = max(share, 1.0 / max_jobs_per_gpu)
-    best: JobBound | None = None
+    best: tuple[float, float, float, float | None] | None = None
+    least = 0.0
     for cap in (None,) + cap_settings_w(gpu_type):
         slow = cap_slowdown(p0, cap, gpu_type)
         dyn = capped_power_w(p0, cap, gpu_type) - idle
         gpu_w = dyn + share * idle
         w = gpus * (gpu_w + share * base / gpus_per_node)
-        e = w * slow * duration_s
-        if best is None or e < best.energy_j - 1e-9:
-            best = JobBound(e, gpus * gpu_w * slow * duration_s, w, slow * duration_s, cap)
+        if best is None or w * slow < least - 1e-12:
+            best, least = (w, gpu_w, slow, cap), w * slow
     assert best is not None
     return best
 

@@ -119,6 +119,28 @@ def test_oracle_bound_is_below_the_uncapped_exclusive_energy():
         assert b.duration_s >= 3600
 
 
+@pytest.mark.parametrize("gpus, limit", [(1, None), (4, None), (8, 2), (2, 4)])
+def test_oracle_bound_takes_the_cap_of_least_energy_whatever_the_run_length(gpus, limit):
+    """The cap is chosen once per job shape: energy is power x slowdown x run, so the best cap
+    of a 60 s run is that of a week's; each is checked against every cap tried by hand."""
+    from slurm_plugin.physics import idle_power_w, job_class, node_base_power_w
+    for name in class_names():
+        cls, idle = job_class(name), idle_power_w()
+        p0, share = cls.power_at(gpus), cls.util_at(gpus) / 100
+        if limit:
+            share = max(share, 1 / limit)
+        for run_s in (60.0, 3600.0, 7 * 86400.0):
+            b = energy_bound(name, gpus, run_s, max_jobs_per_gpu=limit)
+            by_cap = []
+            for cap in (None,) + cap_settings_w():
+                slow = cap_slowdown(p0, cap)
+                gpu_w = capped_power_w(p0, cap) - idle + share * idle
+                by_cap.append(gpus * (gpu_w + share * node_base_power_w() / 8) * slow * run_s)
+            assert b.energy_j == pytest.approx(min(by_cap), rel=1e-12), (name, gpus, run_s)
+            assert b.duration_s == pytest.approx(run_s * cap_slowdown(p0, b.power_cap_w))
+            assert b.energy_j == pytest.approx(b.power_w * b.duration_s)
+
+
 def test_builtin_variability_profile():
     p = load_profile(None)
     f = p.factors(40, seed=3)
