@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from slurm_plugin.policy import get_policy  # noqa: E402
 from slurm_plugin.policy.elastic.settings import ElasticSettings  # noqa: E402
 from slurm_plugin.sim.bounds import lower_bounds  # noqa: E402
+from slurm_plugin.sim.fluid import fluid_srpt_jct_s  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
@@ -161,14 +162,18 @@ def main() -> None:
             print(f"{pol}: avg JCT {spread([x[0] for x in xs])}  makespan "
                   f"{spread([x[1] for x in xs])}  worst wait {spread([x[2] for x in xs])}")
         if pollux:
-            lows = []
+            lows, fluid = [], []
             for p in pollux:
                 b = next(x for x in rows if x["trace"] == str(p) and x["restart_s"] == restart
                          and x["policy"] == "slurm-default")
-                low = lower_bounds(read_trace(p, "pollux"), 16 * 4)
+                jobs = read_trace(p, "pollux")
+                low = lower_bounds(jobs, 16 * 4)
                 lows.append((low.avg_jct_s / b["avg_jct_s"], low.makespan_s / b["makespan_s"]))
+                fluid.append(fluid_srpt_jct_s(jobs, 16 * 4) / b["avg_jct_s"])
             print(f"lower bound for any scheduler on whole GPUs (sim/bounds.py): avg JCT "
                   f"{spread([x[0] for x in lows])}  makespan {spread([x[1] for x in lows])}")
+            print(f"fluid shortest-remaining-first, every length known, free moves, no nodes "
+                  f"(sim/fluid.py; a reference, not a bound): avg JCT {spread(fluid)}")
         pollux_names = {str(p) for p in pollux}
         if pollux and all(not x["resizes"] for x in rows if x["policy"] == "elastic-restart"
                           and x["restart_s"] == restart and x["trace"] in pollux_names):

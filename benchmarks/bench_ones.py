@@ -36,6 +36,7 @@ from slurm_plugin.sim.bounds import batch_jct_bound  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
+from slurm_plugin.sim.fluid import fluid_srpt_jct_s  # noqa: E402
 from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
 from benchmarks._common import (read_traces, goal, input_errors, input_file,  # noqa: E402
@@ -62,8 +63,10 @@ def run_one(args: tuple) -> dict:
     r = sim.run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     bound = batch_jct_bound(jobs, nodes * gpn, stat_eff) if policy == "tiresias" else None
+    fluid = fluid_srpt_jct_s(jobs, nodes * gpn) if policy == "tiresias" else None
     return {"trace": Path(path).stem, "policy": policy, "seed": seed, "stat_eff": stat_eff,
-            "bound_s": bound, "alone_s": statistics.fmean(j.duration_s for j in jobs),
+            "bound_s": bound, "fluid_s": fluid,
+            "alone_s": statistics.fmean(j.duration_s for j in jobs),
             "avg_jct_s": r["avg_jct_s"], "makespan_s": r["makespan_s"], "jobs": r["jobs"],
             "finished": r["jobs_finished"], "timed_out": r["jobs_timed_out"],
             "resizes": r["actions"].get("resize", 0), "wall_s": wall, "cpu_s": cpu,
@@ -108,6 +111,11 @@ def pollux_table(rows: list[dict], stat_eff: bool, seeds: list[int],
               f"count and batch) / tiresias: avg JCT {spread(bound)} over {len(bound)} workloads")
         print(f"every job alone from its submission as it asked (no wait, no change) / "
               f"tiresias: avg JCT {spread(alone)}")
+        fluid = [x["fluid_s"] / x["avg_jct_s"] for x in rows if x["policy"] == "tiresias"
+                 and x["stat_eff"] == stat_eff]
+        print(f"fluid shortest-remaining-first on whole-GPU counts at the trace's batches, every "
+              f"length known, free moves, no nodes (sim/fluid.py; a reference, not a bound) / "
+              f"tiresias: avg JCT {spread(fluid)}")
     return statistics.mean(agg["tiresias"])
 
 

@@ -24,8 +24,10 @@ def constants() -> dict[str, Any]:
                           "regenerate it with scripts/refit_physics.py") from None
 
 
+@lru_cache(maxsize=64)
 def gpu_constants(model: str) -> dict[str, Any]:
-    """Constants of one GPU model, e.g. ``"V100"`` (case-insensitive)."""
+    """Constants of one GPU model, e.g. ``"V100"`` (case-insensitive; remembered per spelling:
+    the simulator asks about a million times a run)."""
     models = constants()["gpu_models"]
     for name, body in models.items():
         if name.lower() == model.lower():
