@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 from slurm_plugin.policy import get_policy  # noqa: E402
 from slurm_plugin.policy.elastic.settings import ElasticSettings  # noqa: E402
 from slurm_plugin.sim.bounds import lower_bounds  # noqa: E402
-from slurm_plugin.sim.fluid import fluid_srpt_jct_s  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.engine import Simulator  # noqa: E402
+from slurm_plugin.sim.fluid import fluid_srpt_jct_s  # noqa: E402
 from slurm_plugin.sim.trace import read_trace  # noqa: E402
 
 from benchmarks._common import (read_traces, goal, input_errors, input_file,  # noqa: E402
