@@ -9,7 +9,10 @@ slurm-default's, every job finished); (c) the (b) run against slurm-powersave (c
 measured carbon, against the same goal; (d) greenflow's speed, jobs per second of simulation;
 and the ceiling of time shifting (``sim/bounds.shift_ceiling``): the carbon of every job at its
 best start within 6 h, 24 h, 3 and 7 days of its submission, as a share of running it at
-submission, with the future known and no job waiting for GPUs.
+submission, with the future known and no job waiting for GPUs; and the carbon floor
+(``sim/bounds.carbon_floor``): the least carbon of the trace's GPU work on the cluster when its
+last work may end 0, 7, 14 or 30 days after running every job as soon as it can, as a share of
+that, work split and moved for free (what a schedule would need to give up in makespan).
 Zones run in parallel processes (``--workers``).
 
 The carbon series is aligned to the trace by hour of week (``sim/carbon.py``): the trace's first
@@ -36,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from slurm_plugin.sim.bounds import shift_ceiling  # noqa: E402
+from slurm_plugin.sim.bounds import carbon_floor, shift_ceiling  # noqa: E402
 from slurm_plugin.sim.carbon import WEEK_S, load_carbon, week_start_s  # noqa: E402
 from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
@@ -48,6 +51,7 @@ from benchmarks._common import (input_dir, input_errors, input_file,  # noqa: E4
                                positive_int, share)
 
 SHIFT_H = (6, 24, 72, 168)    # the time-shift ceilings printed: every job within this many hours
+FLOOR_DAYS = (0, 7, 14, 30)   # the carbon floors printed: the last work this many days later
 KEYS = ("carbon_kg", "avg_jct_s", "jobs_finished", "jobs_timed_out", "unfinished_jobs",
         "sim_wall_s", "makespan_s")
 
@@ -76,8 +80,10 @@ def run_zone(args: tuple[str, str, str, str, int, int, float]) -> dict:
     one("greenflow", "greenflow (b)", 0.6 * default["carbon_kg"])
     one("greenflow", "greenflow (c')", 0.75 * ps["carbon_kg"])
     ceiling = {h: shift_ceiling(jobs, carbon, h * 3600.0) for h in SHIFT_H}
+    floor = {d: carbon_floor(jobs, carbon, nodes * gpn, d * 86400.0) for d in FLOOR_DAYS}
     span_s = max(v["makespan_s"] for v in out.values())
     return {"zone": zone, "jobs": len(jobs), "runs": out, "shift_ceiling": ceiling,
+            "carbon_floor": floor,
             "carbon_warnings": list(carbon.warnings),
             "carbon_used": carbon_used(Path(carbon_file), carbon, jobs[0].submit_s, span_s)}
 
@@ -142,6 +148,10 @@ def figures(z: dict) -> list[str]:
     lines.append("  time shifting's ceiling (sim/bounds.py: each job at its best start within "
                  "the window, the future known, no wait for GPUs; of running at submission): "
                  + ", ".join(f"{h} h {v:.3f}x" for h, v in z["shift_ceiling"].items()))
+    lines.append("  carbon floor (sim/bounds.py: the GPU work on the cluster, split and moved for "
+                 "free, its last work ending later than as soon as possible by; of as soon as "
+                 "possible): " + ", ".join(f"{d} days {v:.3f}x"
+                                          for d, v in z["carbon_floor"].items()))
     speed = min(z["jobs"] / a["sim_wall_s"], z["jobs"] / b["sim_wall_s"])
     lines.append(f"  (d) greenflow speed {speed:,.0f} jobs/s (>= 2,000: {check(speed >= 2000)})")
     return lines

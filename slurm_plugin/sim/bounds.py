@@ -129,3 +129,57 @@ def shift_ceiling(jobs: Sequence[TraceJob], carbon, max_delay_s: float,
         now += weight * base
         shifted += weight * best
     return shifted / now if now > 0 else 1.0
+
+
+def carbon_floor(jobs: Sequence[TraceJob], carbon, gpus: int, extra_s: float,
+                 step_s: float = 3600.0) -> float | None:
+    """The least carbon of the trace's GPU work on ``gpus`` GPUs when its last work may end
+    ``extra_s`` after it would running every job as soon as it can, as a share of that as-soon-
+    as-possible carbon; None for no job. Fluid and optimistic: work (GPU-seconds at the trace's
+    counts and run times) may run in any step from its submission's on, split and moved for
+    free; energy follows busy GPU-seconds (idle GPUs and nodes draw nothing, no cap changes
+    it); ``carbon.integral_h(t0, t1)`` prices each step. So no schedule that ends its work
+    within that time and runs jobs at their energy per GPU-second spends less, whatever its
+    start times, preemptions and packing.
+
+    It is the exact optimum of that relaxation: its feasible work per step (at most the
+    cluster's GPU-seconds per step; by each step, at most the work submitted by then) is a
+    polymatroid, so filling the cleanest steps first, each as far as the prefix limits allow,
+    is optimal (Edmonds' greedy)."""
+    if not jobs:
+        return None
+    t0 = min(j.submit_s for j in jobs)
+    cap = gpus * step_s
+    released: dict[int, float] = {}
+    for j in jobs:
+        h = int((j.submit_s - t0) // step_s)
+        released[h] = released.get(h, 0.0) + j.num_gpus * max(j.duration_s, 0.0)
+    asap: list[float] = []              # GPU-seconds per step, every job as soon as it can
+    backlog, h = 0.0, 0
+    last_release = max(released)
+    while h <= last_release or backlog > 1e-9:
+        backlog += released.get(h, 0.0)
+        done = min(cap, backlog)
+        asap.append(done)
+        backlog -= done
+        h += 1
+    horizon = len(asap) + int(extra_s // step_s)
+    price = [carbon.integral_h(t0 + k * step_s, t0 + (k + 1) * step_s) for k in range(horizon)]
+    base = sum(w * p for w, p in zip(asap, price))
+    if base <= 0:
+        return 1.0
+    # slack[k]: work submitted by the end of step k not yet placed at or before k (the last
+    # step's: all the work), each placement lowering it from its step on
+    slack, total = [], 0.0
+    for k in range(horizon):
+        total += released.get(k, 0.0)
+        slack.append(total)
+    floor = 0.0
+    for k in sorted(range(horizon), key=price.__getitem__):
+        room = min(cap, min(slack[k:]))
+        if room <= 1e-9:
+            continue
+        floor += room * price[k]
+        for m in range(k, horizon):
+            slack[m] -= room
+    return floor / base

@@ -181,3 +181,66 @@ def test_shift_ceiling_moves_each_job_to_its_cleanest_window_within_reach():
     both = shift_ceiling([one_h, late], series, 2 * 3600.0)
     assert both == pytest.approx((100 + 3 * 400) / (400 + 3 * 400))
     assert shift_ceiling([one_h], _Hourly([250.0]), 86400.0) == 1.0     # a flat series
+
+
+def test_carbon_floor_fills_the_cleanest_hours_the_capacity_and_submissions_allow():
+    from slurm_plugin.sim.bounds import carbon_floor
+    series = _Hourly([400.0, 100.0, 400.0, 400.0, 50.0] + [400.0] * 20)
+    two_h = TraceJob(job_id="a", submit_s=0.0, duration_s=7200.0, num_gpus=1, line=2)
+    # as soon as possible on one GPU: hours 0 and 1 (400 + 100); no later end: the same
+    assert carbon_floor([two_h], series, 1, 0.0) == pytest.approx(1.0)
+    # three hours later: hours 1 and 4 (100 + 50)
+    assert carbon_floor([two_h], series, 1, 3 * 3600.0) == pytest.approx(150.0 / 500.0)
+    # on two GPUs it is done in hour 0 (2 x 400); an hour later it may all run in hour 1
+    assert carbon_floor([two_h], series, 2, 3600.0) == pytest.approx(200.0 / 800.0)
+    # work cannot run before its submission: a job submitted at 2 h has hours 2-3, then 4
+    late = TraceJob(job_id="b", submit_s=2 * 3600.0, duration_s=3600.0, num_gpus=1, line=3)
+    assert carbon_floor([late], series, 1, 0.0) == pytest.approx(1.0)
+    assert carbon_floor([late], series, 1, 2 * 3600.0) == pytest.approx(50.0 / 400.0)
+    assert carbon_floor([], series, 1, 0.0) is None
+
+
+def _best_integer_carbon(released: list[int], cap: int, prices: list[float]) -> float:
+    """The least carbon by enumeration: units of work per hour, at most ``cap``, none before
+    it is released, all of it done within the hours priced."""
+    best = [float("inf")]
+
+    def go(h: int, backlog: int, spent: float) -> None:
+        if h == len(prices):
+            if backlog == 0:
+                best[0] = min(best[0], spent)
+            return
+        backlog += released[h] if h < len(released) else 0
+        for x in range(min(cap, backlog) + 1):
+            go(h + 1, backlog - x, spent + x * prices[h])
+    go(0, 0, 0.0)
+    return best[0]
+
+
+def test_carbon_floor_is_the_optimum_of_its_relaxation_on_small_random_cases():
+    from slurm_plugin.sim.bounds import carbon_floor
+    rng = random.Random(7)
+    for case in range(200):
+        cap = rng.randint(1, 3)
+        released = [rng.randint(0, 3) for _ in range(rng.randint(1, 4))]
+        if not any(released):
+            continue
+        jobs = [TraceJob(job_id=f"{h}-{k}", submit_s=h * 3600.0, duration_s=3600.0,
+                         num_gpus=1, line=2) for h, n in enumerate(released) for k in range(n)]
+        prices = [float(rng.randint(1, 9)) for _ in range(12)]
+        series = _Hourly(prices)
+        t0_h = min(h for h, n in enumerate(released) if n)
+        t1_h = max(h for h, n in enumerate(released) if n)
+        rel = released[t0_h:t1_h + 1]
+        asap_h, backlog, asap_cost = 0, 0, 0.0
+        while asap_h < len(rel) or backlog:
+            backlog += rel[asap_h] if asap_h < len(rel) else 0
+            done = min(cap, backlog)
+            asap_cost += done * prices[(t0_h + asap_h) % len(prices)]
+            backlog -= done
+            asap_h += 1
+        extra = rng.randint(0, 3)
+        horizon = [prices[(t0_h + h) % len(prices)] for h in range(asap_h + extra)]
+        want = _best_integer_carbon(rel, cap, horizon) / asap_cost
+        got = carbon_floor(jobs, series, cap, extra * 3600.0)
+        assert got == pytest.approx(want), (case, released, cap, extra, prices)
