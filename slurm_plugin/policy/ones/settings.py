@@ -17,7 +17,7 @@ class OnesSettings:
     # candidate whole-cluster schedules kept per pass (ONES: 8)
     population: int = 8
     # generations evolved per reconcile pass (each: crossover, mutation, refill, select)
-    generations: int = 4
+    generations: int = 1
     # per gene: swap it with the other parent's (crossover), drop the allocation (mutation)
     crossover_p: float = 0.3
     mutation_p: float = 0.3
