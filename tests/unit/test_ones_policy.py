@@ -227,27 +227,3 @@ def test_tiresias_settings_errors_name_policy_key_and_value(key, value):
 def test_every_pollux_app_has_batch_bounds():
     for app in pollux_apps():
         assert batch_bounds(app, 1) is not None
-
-
-@pytest.mark.parametrize("stat_eff", [True, False])
-def test_a_queued_job_keeps_its_own_batch_where_the_measured_local_batches_exclude_it(stat_eff):
-    """bert asked 8 GPUs at batch 384 (local 48; Pollux measured bert's local batches up to 12,
-    so the best batch on 8 GPUs is chosen within 32-96). Queued behind a job that holds the
-    cluster, it was started at batch 96, which the fitted model puts 35% faster than it runs:
-    it was killed at its time limit with statistical efficiency off. Its own request is an
-    option now, and it runs at it."""
-    prof = elastic_profile("bert", 384, 8)
-    bert = TraceJob(job_id="bert-1", submit_s=10.0, duration_s=prof.duration_s(8), num_gpus=8,
-                    line=3, app="bert", min_gpus=1, max_gpus=8, time_limit_s=4320.0,
-                    speedup=prof.speedup(), samples=prof.samples, batch_size=384,
-                    min_batch_size=12, max_batch_size=384)
-    assert batch_bounds("bert", 8, 12, 384)[1] < 384
-    holder = TraceJob(job_id="holder", submit_s=0.0, duration_s=600.0, num_gpus=8, line=2)
-    spec = ClusterSpec(nodes=2, gpus_per_node=4, reconcile_interval_s=60, restart_cost_s=90.0)
-    rec = Recorder("ones")
-    r = Simulator([holder, bert], spec, rec, seed=0,
-                  settings={"seed": 0, "statistical_efficiency": int(stat_eff)},
-                  statistical_efficiency=stat_eff).run()
-    assert r["jobs_finished"] == 2 and r["jobs_timed_out"] == 0
-    batches = [a[5] for a in rec.actions if a[2] == "bert-1" and a[5] is not None]
-    assert all(b == 384 for b in batches), rec.actions

@@ -125,18 +125,9 @@ def _options(job: Job, n_now: int, x_now: float | None, s: OnesSettings, gpn: in
     if _profiled(job):
         eff = bool(s.statistical_efficiency)
         ref = job.batch_size
-        # a queued job's own request (its count at its batch) is one of its options at that
-        # count when it beats the best batch there: the measured local batches a best batch
-        # is chosen within can exclude it (bert asked 8 GPUs at batch 384: within them, 96
-        # at most), and the fitted model is least sure far from them
-        n_req = 0 if n_now else job.gpus * job.num_nodes
         opts = []
         for m in _sizes(lo, hi, gpn, cap):
             bb = best_batch(job.app, m, job.min_batch_size, job.max_batch_size, eff, ref)
-            if m == n_req:
-                own = goodput(job.app, m, job.batch_size, eff, ref)
-                if bb is None or own > bb[1]:
-                    bb = (job.batch_size, own)
             if bb is not None:
                 opts.append((m, bb[0], bb[1]))
         if n_now:
