@@ -54,6 +54,19 @@ def _interp(xs: list[float], ys: list[float], x: float, log: bool = True) -> flo
     return ys[i - 1] + f * (ys[i] - ys[i - 1])
 
 
+def step_s(grid: list[float], steps: list[float], local_batch: float) -> float:
+    """Seconds per optimiser step at ``local_batch`` samples per GPU, from the measured step
+    times ``steps`` at the local batches ``grid``: interpolated within the grid; beyond its
+    largest batch (what fits on a GPU), gradient accumulation as Pollux runs it: k micro-steps
+    of ``local_batch / k`` each, k the fewest that fit (a larger batch is never faster per
+    sample than the largest measured one); below its smallest, the smallest's step time."""
+    top = grid[-1]
+    if local_batch <= top:
+        return _interp(grid, steps, local_batch)
+    k = math.ceil(local_batch / top - 1e-9)
+    return k * _interp(grid, steps, local_batch / k)
+
+
 @dataclass(frozen=True, slots=True)
 class ElasticProfile:
     """One job's profile: ``rate[n-1]`` is the fraction of the job done per second on n GPUs
@@ -94,7 +107,7 @@ def elastic_profile(app: str, batch_size: int, gpus: int) -> ElasticProfile:
     bs, ss = [x for x, _ in sb], [y for _, y in sb]
     tput, rate = [], []
     for n in range(1, MAX_PROFILE_GPUS + 1):
-        step = _interp(grid, prof["step_s"][n - 1], b)
+        step = step_s(grid, prof["step_s"][n - 1], b)
         t = n * b / step
         tput.append(t)
         rate.append(t / _interp(bs, ss, n * b))

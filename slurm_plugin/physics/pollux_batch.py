@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .pollux import MAX_PROFILE_GPUS, _check_app, _interp
+from .pollux import MAX_PROFILE_GPUS, _check_app, _interp, step_s
 
 
 @lru_cache(maxsize=64)
@@ -47,9 +47,10 @@ def samples_to_target(app: str, batch: float) -> float:
 
 
 def step_time_s(app: str, n: int, local_batch: float) -> float:
-    """Measured seconds per step on ``n`` GPUs at ``local_batch`` (interpolated)."""
+    """Measured seconds per step on ``n`` GPUs at ``local_batch`` (``pollux.step_s``:
+    interpolated, with gradient accumulation past the largest measured local batch)."""
     grid, steps, _, _ = _tables(app)
-    return _interp(grid, steps[max(1, min(n, MAX_PROFILE_GPUS)) - 1], local_batch)
+    return step_s(grid, steps[max(1, min(n, MAX_PROFILE_GPUS)) - 1], local_batch)
 
 
 def throughput(app: str, n: int, batch: float) -> float:

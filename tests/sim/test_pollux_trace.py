@@ -191,3 +191,31 @@ def test_outside_the_measured_profiles_is_a_counted_warning(tmp_path):
     # only the jobs kept count; the real workloads are within the profiles
     assert read_trace(tmp_path / "w.csv", "pollux", limit_jobs=1).warnings == ()
     assert read_trace(_write(tmp_path / "ok.csv", rows[:1]), "pollux").warnings == ()
+
+
+def test_past_the_largest_measured_local_batch_a_step_accumulates_gradients(tmp_path):
+    """A local batch no GPU was measured at runs as gradient accumulation (Pollux's way): k
+    micro-steps of at most the largest measured one, never more samples per second than at a
+    measured local batch.
+    Before, the step time was clamped: bert at 48 per GPU ran in the time of 12, 4x the
+    throughput of anything measured."""
+    from slurm_plugin.physics.pollux import step_s
+    from slurm_plugin.physics.pollux_batch import _tables, step_time_s, throughput
+    grid, steps = [4.0, 8.0, 12.0], [0.10, 0.15, 0.20]
+    assert step_s(grid, steps, 8.0) == pytest.approx(0.15)
+    assert step_s(grid, steps, 12.0) == pytest.approx(0.20)
+    assert step_s(grid, steps, 48.0) == pytest.approx(4 * 0.20)      # 4 micro-steps of 12
+    assert step_s(grid, steps, 18.0) == pytest.approx(2 * step_s(grid, steps, 9.0))  # 2 of 9
+    assert 0.15 < step_s(grid, steps, 9.0) < 0.20
+    for app in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"):
+        grid_app = _tables(app)[0]
+        top = grid_app[-1]
+        for n in (1, 4, 8, 16):
+            best = max(throughput(app, n, n * g) for g in grid_app)
+            for k in (1.5, 2.0, 4.0, 10.0):
+                assert throughput(app, n, n * top * k) <= best * (1 + 1e-9), (app, n, k)
+            assert step_time_s(app, n, 4 * top) == pytest.approx(4 * step_time_s(app, n, top))
+    # bert asked at 384 on 8 GPUs (48 per GPU) is no faster than at 96 (12 per GPU)
+    fast = read_trace(_write(tmp_path / "b.csv", ["b-0,0,bert,8,96"]), "pollux")
+    big = read_trace(_write(tmp_path / "c.csv", ["c-0,0,bert,8,384"]), "pollux")
+    assert big[0].duration_s >= fast[0].duration_s
