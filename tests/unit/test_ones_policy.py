@@ -107,7 +107,9 @@ def test_bigger_batch_is_not_free(app):
 
 
 def test_statistical_efficiency_changes_the_best_batch():
-    """Off, the largest batch always looks best; on, some GPU counts choose a smaller one."""
+    """Off, the batch of the most samples per second looks best (the largest, but where the
+    measured step times say a smaller one runs more samples per second); on, a batch never
+    larger than that, and a smaller one on some GPU counts."""
     smaller = 0
     for app in APPS:
         for n in (1, 2, 4, 8):
@@ -115,7 +117,9 @@ def test_statistical_efficiency_changes_the_best_batch():
             off = best_batch(app, n, None, None, False, measured_batch_range(app)[0])
             if on is None:
                 continue
-            assert off[0] == batch_bounds(app, n)[1]
+            b0, b1 = batch_bounds(app, n)
+            assert off[1] >= goodput(app, n, b1, False, measured_batch_range(app)[0])
+            assert on[0] <= off[0]
             smaller += on[0] < off[0]
     assert smaller >= 3
 
@@ -124,6 +128,30 @@ def test_statistical_efficiency_changes_the_best_batch():
 def test_step_time_fit_error_on_held_out_rows(app):
     mean, worst = fit_error(app)
     assert mean < 0.2 and worst < 0.8
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_each_application_predicts_with_its_better_held_out_predictor(app):
+    from slurm_plugin.physics.pollux_batch import _tables
+    from slurm_plugin.policy.ones.predict import _rows, fit_errors, predicted_step_s, predictor
+    errors = fit_errors(app)
+    assert fit_error(app) == min(errors.values())
+    assert errors[predictor(app)][0] == min(e[0] for e in errors.values())
+    top = _tables(app)[0][-1]
+    for n in (1, 3, 8, 17):     # past the largest measured local batch: accumulation
+        assert predicted_step_s(app, n, 3 * top) == pytest.approx(3 * predicted_step_s(app, n,
+                                                                                       top))
+    if predictor(app) == "interp":      # through every measured row it was made from
+        for n, b, step in _rows(app)[::37]:
+            assert predicted_step_s(app, n, b) == pytest.approx(step, rel=1e-9)
+
+
+def test_interpolation_wins_where_the_model_misses_most():
+    from slurm_plugin.policy.ones.predict import fit_errors, predictor
+    # measured here: the fitted model's mean held-out error is 14-15% on cifar10 and ncf,
+    # interpolation's 4-6%; on yolov3 the model's is smaller
+    assert predictor("cifar10") == predictor("ncf") == "interp"
+    assert fit_errors("ncf")["interp"][0] < 0.5 * fit_errors("ncf")["model"][0]
 
 
 def test_lr_scale_rules():

@@ -1,12 +1,21 @@
-"""What a job does at n GPUs and global batch G: a fitted step-time model (the throughput
+"""What a job does at n GPUs and global batch G: a step-time predictor (the throughput
 predictor) and the measured statistical efficiency give its goodput, the fraction of the job
 done per second. Pure arithmetic on the shipped profiles, no I/O after the first fit.
 
-Step-time model, fitted per application to Pollux's measured step times (weighted least
-squares, relative error; ONES used a 5-input, 64-unit network): with k = ceil(n / 4) nodes,
-    step_s(n, b) = c0 + c1 b + [n > 1] (c2 + c3 b + c7 log2 n) + [k > 1] (c4 + c5 log2 k + c6 b)
-(compute grows with the local batch b; gradient exchange costs more with more GPUs and more
-across nodes). ``fit_error`` reports its error on held-out rows (every 5th measured row).
+Two step-time predictors, both from Pollux's measured step times; each application uses the
+one with the smaller mean error on held-out rows (every 5th measured (n, b) row, predicted from
+the others; ``fit_errors``). ONES used a 5-input, 64-unit network.
+
+- ``model``: fitted per application (weighted least squares, relative error): with
+  k = ceil(n / 4) nodes,
+      step_s(n, b) = c0 + c1 b + [n > 1] (c2 + c3 b + c7 log2 n) + [k > 1] (c4 + c5 log2 k + c6 b)
+  (compute grows with the local batch b; gradient exchange costs more with more GPUs and more
+  across nodes).
+- ``interp``: at the job's GPU count, piecewise linear in log(step) over log(b) between the
+  measured local batches (the nearest segment's line beyond them).
+
+Past the largest measured local batch both predict gradient accumulation, as the simulator
+and Pollux run it: k micro-steps of b / k.
 """
 
 from __future__ import annotations
@@ -73,16 +82,74 @@ def coefficients(app: str, held_out: bool = False) -> tuple[float, ...]:
     return _fit(rows)
 
 
-def predicted_step_s(app: str, n: int, local_batch: float, held_out: bool = False) -> float:
+def _model_step_s(app: str, n: int, b: float, held_out: bool) -> float:
     c = coefficients(app, held_out)
-    return max(1e-6, sum(ci * xi for ci, xi in zip(c, _features(n, local_batch))))
+    return max(1e-6, sum(ci * xi for ci, xi in zip(c, _features(n, b))))
+
+
+@lru_cache(maxsize=1024)
+def _curve(app: str, n: int, held_out: bool) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(log b, log step_s) of the measured rows at ``n`` GPUs (the rows fitted)."""
+    rows = _rows(app)
+    pts = sorted((b, s) for i, (m, b, s) in enumerate(rows)
+                 if m == n and s > 0 and not (held_out and i % HOLD_OUT == 0))
+    return tuple(math.log(b) for b, _ in pts), tuple(math.log(s) for _, s in pts)
+
+
+def _interp_step_s(app: str, n: int, b: float, held_out: bool) -> float | None:
+    xs, ys = _curve(app, min(max(1, n), MAX_PROFILE_GPUS), held_out)
+    if len(xs) < 2:
+        return None
+    x = math.log(b)
+    i = 0
+    while i < len(xs) - 2 and x > xs[i + 1]:
+        i += 1
+    t = (x - xs[i]) / (xs[i + 1] - xs[i])
+    return math.exp(ys[i] + t * (ys[i + 1] - ys[i]))
+
+
+def _raw_step_s(app: str, n: int, b: float, held_out: bool, how: str) -> float:
+    if how == "interp":
+        got = _interp_step_s(app, n, b, held_out)
+        if got is not None:
+            return got
+    return _model_step_s(app, n, b, held_out)
+
+
+def _step_s(app: str, n: int, local_batch: float, held_out: bool, how: str) -> float:
+    top = _tables(app)[0][-1]
+    if local_batch <= top:
+        return _raw_step_s(app, n, local_batch, held_out, how)
+    k = math.ceil(local_batch / top - 1e-9)         # gradient accumulation
+    return k * _raw_step_s(app, n, local_batch / k, held_out, how)
+
+
+@lru_cache(maxsize=64)
+def fit_errors(app: str) -> dict[str, tuple[float, float]]:
+    """Per predictor (``model``, ``interp``): (mean, max) relative error on the held-out rows
+    of the predictor made without them."""
+    out = {}
+    for how in ("model", "interp"):
+        errs = [abs(_raw_step_s(app, n, b, True, how) - s) / s
+                for i, (n, b, s) in enumerate(_rows(app)) if i % HOLD_OUT == 0 and s > 0]
+        out[how] = (sum(errs) / len(errs), max(errs))
+    return out
+
+
+@lru_cache(maxsize=64)
+def predictor(app: str) -> str:
+    """The predictor ``app`` uses: the one of the smaller mean held-out error."""
+    errors = fit_errors(app)
+    return min(errors, key=lambda how: errors[how][0])
+
+
+def predicted_step_s(app: str, n: int, local_batch: float, held_out: bool = False) -> float:
+    return _step_s(app, n, local_batch, held_out, predictor(app))
 
 
 def fit_error(app: str) -> tuple[float, float]:
-    """(mean, max) relative error of the model fitted without the held-out rows, on them."""
-    errs = [abs(predicted_step_s(app, n, b, True) - s) / s
-            for i, (n, b, s) in enumerate(_rows(app)) if i % HOLD_OUT == 0]
-    return sum(errs) / len(errs), max(errs)
+    """(mean, max) relative error on the held-out rows of the predictor ``app`` uses."""
+    return fit_errors(app)[predictor(app)]
 
 
 @lru_cache(maxsize=200_000)
