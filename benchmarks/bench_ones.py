@@ -163,6 +163,19 @@ def micro(nodes: int = 1000, gpn: int = 8, n_jobs: int = 10_000, repeat: int = 3
     return best
 
 
+def predictor_errors() -> None:
+    """The step-time predictors' error on held-out rows (every 5th measured row), per
+    application; the one ones uses is marked."""
+    from slurm_plugin.physics.pollux import pollux_apps
+    from slurm_plugin.policy.ones.predict import fit_errors, predictor
+    print("\n== step-time predictors, error on held-out rows (mean / max; * the one used)")
+    for app in sorted(pollux_apps()):
+        errs = fit_errors(app)
+        print(f"{app:<12}" + "".join(
+            f"  {how} {e[0]:6.1%} / {e[1]:6.1%}{'*' if how == predictor(app) else ' '}"
+            for how, e in errs.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pollux-dir", default=None, help="folder of workload-1..8.csv")
@@ -217,6 +230,7 @@ def main() -> None:
         print(goal("(c) ones speed on Philly >= 1,000 jobs/s", r["jobs_per_s"] >= 1000,
                    f"{r['jobs_per_s']:,.0f} jobs/s wall-clock, "
                    f"{r['jobs_per_cpu_s']:,.0f} per CPU-second"))
+    predictor_errors()
     t = micro()
     print(f"\n== one ones reconcile pass, 1,000 nodes x 8 GPUs, 10,000 jobs: "
           f"{t:.3f} s (best of 3)")
