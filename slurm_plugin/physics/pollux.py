@@ -60,11 +60,16 @@ def step_s(grid: list[float], steps: list[float], local_batch: float) -> float:
     largest batch (what fits on a GPU), gradient accumulation as Pollux runs it: k micro-steps
     of ``local_batch / k`` each, k the fewest that fit (a larger batch is never faster per
     sample than the largest measured one); below its smallest, the smallest's step time."""
-    top = grid[-1]
+    return accumulated_step_s(local_batch, grid[-1], lambda b: _interp(grid, steps, b))
+
+
+def accumulated_step_s(local_batch: float, top: float, step_at) -> float:
+    """``step_at(local_batch)`` up to ``top`` samples per GPU; past it, gradient accumulation:
+    k micro-steps of ``local_batch / k``, k the fewest within ``top``."""
     if local_batch <= top:
-        return _interp(grid, steps, local_batch)
+        return step_at(local_batch)
     k = math.ceil(local_batch / top - 1e-9)
-    return k * _interp(grid, steps, local_batch / k)
+    return k * step_at(local_batch / k)
 
 
 @dataclass(frozen=True, slots=True)

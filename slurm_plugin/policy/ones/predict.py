@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from ...physics.pollux import MAX_PROFILE_GPUS
+from ...physics.pollux import MAX_PROFILE_GPUS, accumulated_step_s
 from ...physics.pollux_batch import _tables, batch_bounds, samples_to_target
 
 GPUS_PER_NODE = 4       # the profiles' packing
@@ -117,11 +117,8 @@ def _raw_step_s(app: str, n: int, b: float, held_out: bool, how: str) -> float:
 
 
 def _step_s(app: str, n: int, local_batch: float, held_out: bool, how: str) -> float:
-    top = _tables(app)[0][-1]
-    if local_batch <= top:
-        return _raw_step_s(app, n, local_batch, held_out, how)
-    k = math.ceil(local_batch / top - 1e-9)         # gradient accumulation
-    return k * _raw_step_s(app, n, local_batch / k, held_out, how)
+    return accumulated_step_s(local_batch, _tables(app)[0][-1],
+                              lambda b: _raw_step_s(app, n, b, held_out, how))
 
 
 @lru_cache(maxsize=64)
