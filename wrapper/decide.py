@@ -22,7 +22,8 @@ from slurm_plugin.record import field, record
 
 from . import translate
 from .render import is_shell_script, render, warm_templates
-from .request import app_warning, build_request, deadline_warning, gpu_ask, merge, min_nodes
+from .request import (app_warning, batch_warning, build_request, deadline_warning, gpu_ask,
+                      merge, min_nodes)
 from .sbatch_args import CommandLine, ScriptHeader
 from .wb_options import WbOptionError, WbSettings
 
@@ -219,7 +220,8 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
         out.unchanged_reason = str(exc)
         return out
     out.request = request
-    for said in (deadline_warning(wb, request.time_limit_s, now_s), app_warning(wb)):
+    for said in (deadline_warning(wb, request.time_limit_s, now_s), app_warning(wb),
+                 batch_warning(wb)):
         if said:
             out.warnings.append(said)
     policy = _policy(name, wb, cfg)

@@ -298,6 +298,30 @@ def app_warning(wb: WbSettings) -> str:
     return ""
 
 
+def batch_warning(wb: WbSettings) -> str:
+    """What to say (once, the job still goes in) when ``--wb-batch-size`` gives a range no
+    batch-size advice can use: ``ones`` advises batches only for an application with a
+    batch-size profile (``--wb-app``), and only within its profiled global batch sizes."""
+    if not wb.batch_size:
+        return ""
+    from slurm_plugin.physics.pollux import pollux_apps
+    from slurm_plugin.physics.pollux_batch import measured_batch_range
+    lo, hi = wb.batch_size
+    head = f"{wb.sources.get('batch_size', 'command line')}: --wb-batch-size={lo}-{hi}: "
+    app = wb.app.strip().lower()
+    if app not in pollux_apps():
+        named = f"--wb-app={wb.app!r} has none" if wb.app else "no --wb-app names one"
+        return (head + f"batch sizes are advised only for an application with a batch-size "
+                f"profile ({named}), so the job keeps its own batch; give --wb-app= one of: "
+                f"{', '.join(pollux_apps())}")
+    m_lo, m_hi = measured_batch_range(app)
+    if hi < m_lo or lo > m_hi:
+        return (head + f"outside {app}'s profiled global batch sizes ({m_lo}-{m_hi}), so no "
+                f"batch can be advised and the job keeps its own; give a range that meets "
+                f"{m_lo}-{m_hi}")
+    return ""
+
+
 def array_task_count(text: str) -> int:
     """Tasks of an ``--array`` spec (``0-15``, ``1,3,5-7``, ``0-15:4``, ``1-8%2``: the limit
     changes how many run at once, not how many there are); 2 for one wattbatch cannot read

@@ -178,6 +178,41 @@ def test_a_batch_size_range_goes_into_the_tag(fake):
     assert rc == 0 and "--comment=wb:policy=slurm-default;app=bert;batch=64-1024;lr=sqrt" in sent
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["--wb-app=cifar10", "--wb-batch-size=8-64"],
+     "--wb-batch-size=8-64: outside cifar10's profiled global batch sizes (128-4096), so no "
+     "batch can be advised and the job keeps its own; give a range that meets 128-4096"),
+    (["--wb-app=cifar10", "--wb-batch-size=8192-16384"], "outside cifar10's profiled"),
+    (["--wb-batch-size=64-1024"],     # the script's #WATTBATCH app=bert: profiled, 12-384
+     None),
+    (["--wb-app=resnet18", "--wb-batch-size=64-1024"], "--wb-app='resnet18' has none"),
+])
+def test_a_batch_range_no_advice_can_use_is_said_once_and_the_job_goes_in(fake, argv, said):
+    rc, out, err, sent, _ = _run(fake, [*argv, "job.sh"])
+    assert rc == 0 and out == "Submitted batch job 77\n" and sent is not None
+    if said is None:
+        assert "warning" not in err, err
+        return
+    assert err.count("\n") == 1 and err.startswith("wattbatch: warning: command line: ")
+    assert said in err, err
+
+
+def test_a_batch_range_without_an_application_says_which_to_name(fake):
+    (fake / "job.sh").write_text("#!/bin/sh\ntrue\n")
+    rc, _, err, sent, _ = _run(fake, ["--wb-batch-size=64-1024", "job.sh"])
+    assert rc == 0 and sent is not None
+    assert "no --wb-app names one" in err and "bert, cifar10" in err, err
+
+
+def test_a_batch_range_within_the_profile_is_taken_silently(fake):
+    rc, _, err, _, _ = _run(fake, ["--wb-app=cifar10", "--wb-batch-size=64-1024", "job.sh"])
+    assert rc == 0 and err == ""          # 64-1024 meets the profiled 128-4096
+    rc, _, err, _, _ = _run(fake, ["--wb-app=cifar10", "--wb-batch-size=128-1024",
+                                   "--wb-lr-scaling=sqrt", "--wb-explain", "job.sh"])
+    assert rc == 0 and "warning" not in err and \
+        "wattbatch: explain: batch size 128-1024 (sqrt learning-rate rule)" in err, err
+
+
 @pytest.mark.parametrize("env, script_line, named", [
     ({"WATTBATCH_POLICY": "nosuch"}, "", "$WATTBATCH_POLICY: --wb-policy='nosuch': unknown policy"),
     ({}, "#WATTBATCH policy=nosuch\n", "script line 2: --wb-policy='nosuch': unknown policy"),
