@@ -205,6 +205,19 @@ def test_bad_wattbatch_settings(localcluster, tmp_path):
     assert job["JobName"] == "bad" and "Comment" not in job
 
 
+def test_a_batch_range_no_advice_can_use_is_said_and_the_job_goes_in(localcluster, tmp_path):
+    """A range outside the application's profiled batch sizes: one warning, and the job is in
+    Slurm with its range recorded as asked (advice would never come for it)."""
+    job_sh = tmp_path / "b.sh"
+    job_sh.write_text("#!/bin/bash\n#SBATCH -J outrange\ntrue\n")
+    done = wattbatch(["--hold", "--wb-app=cifar10", "--wb-batch-size=8-64", str(job_sh)],
+                     cwd=tmp_path)
+    job = show(job_id(done))
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("wattbatch: warning: ")
+    assert "outside cifar10's profiled global batch sizes (128-4096)" in done.stderr
+    assert job["JobName"] == "outrange" and "batch=8-64" in job.get("AdminComment", ""), job
+
+
 def test_fail_open_when_influxdb_is_unreachable(localcluster, script):
     done = wattbatch(["--hold", "--wb-policy", "test-pin", str(script)],
                      env={"WATTBATCH_INFLUX_URL": "http://127.0.0.1:9", "WATTBATCH_INFLUX_TIMEOUT_S": "0.5"})
