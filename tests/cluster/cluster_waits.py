@@ -22,6 +22,16 @@ def wait_job(cfg, job_id: str, ok, timeout_s: float = 60.0) -> Job:
         time.sleep(0.5)
 
 
+def file_holds(path, data: bytes) -> bool:
+    """Whether the file holds ``data``. slurmctld replaces its state files by renaming
+    (job_state -> job_state.old, job_state.new -> job_state), so between two renames there is
+    none: read that as not saved yet."""
+    try:
+        return data in path.read_bytes()
+    except FileNotFoundError:
+        return False
+
+
 def fill_every_gpu(cfg, env: dict) -> list[str]:
     """One plain job on all the GPUs of each node (10-minute limit), each running when this
     returns: a job submitted next waits. The caller cancels them."""

@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cluster_waits import wait_job
+from cluster_waits import file_holds, wait_job
 
 from slurm_plugin import live
 from slurm_plugin.journal import Journal, action_to_dict
@@ -71,19 +71,9 @@ def _wait_state_saved(localcluster, job_id: str, timeout_s: float = 30.0) -> Non
     run(["scontrol", "update", f"jobid={job_id}", f"Comment={mark}"], env=localcluster.env)
     saved = localcluster.state_dir / "slurmctld" / "job_state"
     deadline = time.monotonic() + timeout_s
-    while not _holds(saved, mark.encode()):
+    while not file_holds(saved, mark.encode()):
         assert time.monotonic() < deadline, f"slurmctld did not save job {job_id} in {saved}"
         time.sleep(0.2)
-
-
-def _holds(path, data: bytes) -> bool:
-    """Whether the file holds ``data``. slurmctld replaces its state file by renaming
-    (job_state -> job_state.old, job_state.new -> job_state), so between two renames there is
-    none: read as not saved yet."""
-    try:
-        return data in path.read_bytes()
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("kind, fault, n", CASES)

@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from cluster_waits import wait_job
+from cluster_waits import file_holds, wait_job
 
 from slurm_plugin.localcluster import down, procs, up
 from slurm_plugin.localcluster.cluster import usage_lost
@@ -50,7 +50,7 @@ def test_up_restarts_a_slurmctld_killed_before_its_first_clean_shutdown(localclu
     pid_file = localcluster.spec.pid_file("slurmctld")
     saved = state / "job_state"
     deadline = time.monotonic() + 30
-    while not (saved.exists() and b"restart-killed" in saved.read_bytes()):
+    while not file_holds(saved, b"restart-killed"):
         assert time.monotonic() < deadline, f"slurmctld did not save job {job} in {saved}"
         time.sleep(0.2)
     pid = procs.running_pid(pid_file, "slurmctld")
