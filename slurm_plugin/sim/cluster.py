@@ -16,6 +16,7 @@ reconcile_interval_s = 300.0
 suspend_time_s = 600.0      # Slurm SuspendTime (power saving); absent = nodes stay powered
 resume_delay_s = 300.0      # boot time of a suspended node
 suspended_power_w = 15.0
+keep_idle_nodes = 0         # SuspendExcNodes=<all nodes>:N: this many idle nodes never power down
 deferrable_share = 0.5      # jobs of a trace without slack_s drawn deferrable (sim/slack.py)
 slack_s = 21600.0           # and their slack: the start may move up to this long
 nodes_per_switch = 0        # network topology: leaf switches of this many nodes (0: one switch)
@@ -64,6 +65,7 @@ class ClusterSpec:
     suspend_time_s: float | None = None
     resume_delay_s: float | None = None
     suspended_power_w: float | None = None
+    keep_idle_nodes: int = 0
     deferrable_share: float = DEFAULT_SHARE
     slack_s: float = DEFAULT_SLACK_S
     nodes_per_switch: int = 0
@@ -99,8 +101,8 @@ class ClusterSpec:
 _MIN = {"nodes": 1, "gpus_per_node": 1, "shards_per_gpu": 0, "node_base_power_w": 0,
         "backfill_depth": 1, "reconcile_interval_s": 1, "bf_interval_s": 1, "sched_interval_s": 1,
         "time_limit_factor_max": 1, "suspend_time_s": 0,
-        "resume_delay_s": 0, "suspended_power_w": 0, "deferrable_share": 0, "slack_s": 0,
-        "nodes_per_switch": 0, "restart_cost_s": 0}
+        "resume_delay_s": 0, "suspended_power_w": 0, "keep_idle_nodes": 0, "deferrable_share": 0,
+        "slack_s": 0, "nodes_per_switch": 0, "restart_cost_s": 0}
 _MAX = {"deferrable_share": 1}
 
 
@@ -142,7 +144,7 @@ def check_cluster(source: str, body: dict[str, Any], table: str = "cluster") -> 
             values[key] = raw
             continue
         want_int = key in ("nodes", "gpus_per_node", "shards_per_gpu", "backfill_depth",
-                           "nodes_per_switch")
+                           "nodes_per_switch", "keep_idle_nodes")
         if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (want_int and not isinstance(raw, int)):
             raise ConfigError(source, f"{table}.{key}", raw,
                               f"expected {'an integer' if want_int else 'a number'}")

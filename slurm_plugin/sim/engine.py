@@ -844,6 +844,15 @@ class Simulator:
         self.sm_util_total += util - g.util_pct
         g.util_pct = util
 
+    def _spares_left(self, node: NodeState) -> bool:
+        """Whether other idle nodes stay powered if ``node`` powers down: Slurm's
+        ``SuspendExcNodes=<nodes>:N`` keeps N idle nodes from power saving."""
+        keep = self.spec.keep_idle_nodes
+        if not keep:
+            return True
+        return sum(1 for n in self.nodes
+                   if n is not node and n.power == ON and not n.jobs) >= keep
+
     def _power_node(self, n: NodeState, state: str) -> None:
         base, susp = self.spec.node_base_power_w, self.spec.suspended_power_w
         was_on, is_on = n.power != OFF, state != OFF
@@ -1126,7 +1135,8 @@ class Simulator:
                         self._retune([g for jb in ready for g in jb.gpus])
                 elif kind == _SUSPEND:
                     if obj.power == ON and not obj.jobs and obj.idle_since == token:
-                        self._power_node(obj, OFF)
+                        if self._spares_left(obj):
+                            self._power_node(obj, OFF)
                 elif kind == _RECONCILE:
                     self._reconcile()
                     if self.running or nxt < n_jobs or (self.pending and heap):

@@ -46,3 +46,17 @@ def test_simulate_json_never_holds_nan(tmp_path):
                                      "--policy", "slurm-default", "--json"])
     assert res.exit_code == 0, res.output
     json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+
+
+@pytest.mark.parametrize("body, fix", [("keep_idle_nodes = -1", "must be at least 0"),
+                                       ("keep_idle_nodes = 1.5", "expected an integer"),
+                                       ("keep_idle_nodes = true", "expected an integer")])
+def test_kept_idle_nodes_must_be_a_count(tmp_path, body, fix):
+    p = _file(tmp_path, body)
+    with pytest.raises(ConfigError, match=fix) as err:
+        load_cluster(p)
+    assert "cluster.keep_idle_nodes" in str(err.value)
+
+
+def test_kept_idle_nodes_read_from_the_file(tmp_path):
+    assert load_cluster(_file(tmp_path, "keep_idle_nodes = 2")).keep_idle_nodes == 2

@@ -62,7 +62,8 @@ def test_invariants_hold(tmp_path, case, make_trace):
     spec = ClusterSpec(nodes=rng.randint(1, 6), gpus_per_node=rng.choice([1, 2, 4, 8]),
                        shards_per_gpu=rng.choice([0, 2, 4]), backfill_depth=rng.choice([1, 5, 100]),
                        reconcile_interval_s=rng.choice([60.0, 600.0]),
-                       suspend_time_s=rng.choice([None, 0.0, 600.0]))
+                       suspend_time_s=rng.choice([None, 0.0, 600.0]),
+                       keep_idle_nodes=rng.choice([0, 0, 1, 2]))
     trace = make_trace(tmp_path / "t.csv", rng, rng.randint(1, 60), spec.gpu_count)
     jobs = read_trace(trace, "canonical")
     policy = get_policy(rng.choice(POLICIES[:-1]))
@@ -124,6 +125,20 @@ def test_powersave_suspends_idle_nodes_and_delays_starts_by_the_boot(tmp_path):
     busy = 100 + 100
     assert save["gpu_alloc_of_installed"] * 4 * save["makespan_s"] == pytest.approx(busy)
     assert on["gpu_alloc_of_installed"] * 4 * on["makespan_s"] == pytest.approx(busy)
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3])
+def test_kept_idle_nodes_stay_powered_and_start_jobs_without_a_boot(tmp_path, keep):
+    """``keep_idle_nodes`` (Slurm's ``SuspendExcNodes=<nodes>:N``): N idle nodes never power
+    down, the others still do; a job that finds a kept node idle starts at once."""
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_s,duration_s,num_gpus,app\n"
+                    "a,0,100,1,lstm\nb,5000,100,1,lstm\n")
+    jobs = read_trace(path, "canonical")
+    spec = ClusterSpec(nodes=3, gpus_per_node=2, keep_idle_nodes=keep)
+    r = Simulator(jobs, spec, get_policy("slurm-powersave")).run()
+    assert r["node_suspends"] == max(0, 3 - keep)
+    assert r["avg_jct_s"] == pytest.approx(100)
 
 
 def test_colocated_jobs_run_at_their_slowed_rate(tmp_path):
