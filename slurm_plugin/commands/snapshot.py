@@ -44,6 +44,8 @@ def snapshot(as_json: bool, squeue_json: str | None, nodes_json: str | None) -> 
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
+    for warning in data["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"Slurm {data['slurm']['release']} (data_parser {data['slurm']['data_parser']})"
                f": {len(data['nodes'])} nodes, {len(data['jobs'])} jobs")
     for node in data["nodes"]:

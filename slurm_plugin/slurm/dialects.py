@@ -1,15 +1,20 @@
 """How each Slurm JSON version spells the fields the parsers read (see ``formats``).
 
 ``dialect(fmt)`` gives the reader for one document; ``parse`` asks it for states, counts,
-times, exit codes and allocated nodes, and builds one model whatever the version. A value of
-the wrong shape raises ``FormatError`` naming the command, release and field.
+times, exit codes, allocated nodes and strings, and builds one model whatever the version. A
+value of the wrong shape or type raises ``FormatError`` naming the command, release, record and
+field, where it is read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from math import isfinite
+from typing import Any, Callable, Mapping, TypeVar
 
+from ..errors import InputError
 from .formats import SlurmFormat
+
+T = TypeVar("T")
 
 # job_state_string() of Slurm: the flag shown instead of the base state, in this order.
 _SHOWN_FLAGS = ("COMPLETING", "STAGE_OUT", "CONFIGURING", "RESIZING", "REQUEUED", "REQUEUE_FED",
@@ -28,12 +33,83 @@ class Legacy:
         self.fmt = fmt
 
     def _int(self, raw: Mapping[str, Any], key: str) -> int | None:
-        value = raw.get(key)
+        return self._number(raw, key, raw.get(key))
+
+    def _number(self, raw: Mapping[str, Any], field: str, value: object) -> int | None:
         if value is None:
             return None
-        if type(value) is int or type(value) is float:
+        if _is_number(value):
             return int(value)
-        raise self.fmt.error(_where(raw, key), value, "an integer")
+        raise self.fmt.error(_where(raw, field), value, "an integer")
+
+    def job_id(self, raw: Mapping[str, Any]) -> str:
+        value = raw.get("job_id")
+        if type(value) is int or (type(value) is str and value):
+            return str(value)
+        raise self.fmt.error("job_id", value, "a job id")
+
+    def text(self, raw: Mapping[str, Any], key: str) -> str:
+        """A string field: "" when absent or null, a number as its decimal text."""
+        value = raw.get(key)
+        return "" if value is None else self._string(raw, key, value)
+
+    def texts(self, raw: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        """A list of strings: () when absent or null."""
+        value = raw.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.fmt.error(_where(raw, key), value, "a list of strings")
+        return tuple(self._string(raw, f"{key}[{i}]", v) for i, v in enumerate(value))
+
+    def _string(self, raw: Mapping[str, Any], field: str, value: object) -> str:
+        if type(value) is str:
+            return value
+        if _is_number(value):
+            return str(value)
+        raise self.fmt.error(_where(raw, field), value, "a string")
+
+    def parsed(self, raw: Mapping[str, Any], key: str, parse: Callable[[str], T],
+               expected: str) -> T:
+        """``parse`` of the string field ``key``; the ``InputError`` it raises names the
+        record and the field."""
+        return self._parse(raw, key, self.text(raw, key), parse, expected)
+
+    def parsed_each(self, raw: Mapping[str, Any], key: str, parse: Callable[[str], T],
+                    expected: str) -> tuple[T, ...]:
+        """``parse`` of each string of the list field ``key``."""
+        return tuple(self._parse(raw, f"{key}[{i}]", text, parse, expected)
+                     for i, text in enumerate(self.texts(raw, key)))
+
+    def _parse(self, raw: Mapping[str, Any], field: str, text: str, parse: Callable[[str], T],
+               expected: str) -> T:
+        try:
+            return parse(text)
+        except InputError as exc:
+            reason = str(exc).removeprefix("slurm: ")
+            raise self.fmt.error(_where(raw, field), text, f"{expected} ({reason})") from None
+
+    def _object(self, raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+        """An object field: {} when absent or null."""
+        value = raw.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fmt.error(_where(raw, key), value, "an object")
+        return value
+
+    def _names(self, raw: Mapping[str, Any], field: str, rows: object,
+               key: str) -> tuple[str, ...]:
+        """The ``key`` of each entry of the list ``rows`` (at ``field`` of job ``raw``): the
+        names of its allocated nodes."""
+        if not isinstance(rows, list):
+            raise self.fmt.error(_where(raw, field), rows, f"a list of {{{key}, ...}}")
+        names = []
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                raise self.fmt.error(_where(raw, f"{field}[{i}]"), row, f"{{{key}, ...}}")
+            names.append(self._string(raw, f"{field}[{i}].{key}", row.get(key)))
+        return tuple(names)
 
     def job_state(self, raw: Mapping[str, Any]) -> str:
         value = raw.get("job_state")
@@ -61,8 +137,9 @@ class Legacy:
         return 128 + (status & 0x7F) if status & 0x7F else status >> 8
 
     def alloc_nodes(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
-        res = raw.get("job_resources") or {}
-        return tuple(n["nodename"] for n in res.get("allocated_nodes") or ())
+        rows = self._object(raw, "job_resources").get("allocated_nodes")
+        return self._names(raw, "job_resources.allocated_nodes", rows, "nodename") \
+            if rows is not None else ()
 
     def node_rows(self, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         rows = doc.get("nodes")
@@ -71,44 +148,43 @@ class Legacy:
         return rows
 
     def node_state(self, raw: Mapping[str, Any]) -> str:
-        flags = [str(f).lower() for f in raw.get("state_flags") or ()]
-        return "+".join([str(raw.get("state", "unknown")).lower(), *flags])
+        flags = [f.lower() for f in self.texts(raw, "state_flags") if f]
+        return "+".join([(self.text(raw, "state") or "unknown").lower(), *flags])
 
     def features(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
-        return tuple(f for f in str(raw.get("features") or "").split(",") if f)
+        return tuple(f for f in self.text(raw, "features").split(",") if f)
 
 
 class Current(Legacy):
     """Slurm 23.02+ (data_parser v0.0.42 and later): ``{set, infinite, number}`` numbers,
     state lists, exit code objects, ``job_resources.nodes.allocation``."""
 
-    def _int(self, raw: Mapping[str, Any], key: str) -> int | None:
+    def _number(self, raw: Mapping[str, Any], field: str, value: object) -> int | None:
         """A ``{set, infinite, number}`` value (or a plain number): None when unset or
         infinite (an unlimited time limit)."""
-        value = raw.get(key)
         if type(value) is dict:
             if value.get("set") and not value.get("infinite"):
                 number = value.get("number")
-                if type(number) is int or type(number) is float:
+                if _is_number(number):
                     return int(number)
             elif "set" in value:
                 return None
         elif value is None:
             return None
-        elif type(value) is int or type(value) is float:
+        elif _is_number(value):
             return int(value)
-        raise self.fmt.error(_where(raw, key), value, "{set, infinite, number}")
+        raise self.fmt.error(_where(raw, field), value, "{set, infinite, number}")
 
     def job_state(self, raw: Mapping[str, Any]) -> str:
-        names = raw.get("job_state")
-        if not isinstance(names, list) or not names:
+        names = self.texts(raw, "job_state")
+        if not names:
             raise self.fmt.error(_where(raw, "job_state"), names, "a list of state names")
         for flag in _SHOWN_FLAGS:
             if flag in names:
                 return flag
         for name in names:
             if name in _JOB_BASES:
-                return str(name)
+                return name
         raise self.fmt.error(_where(raw, "job_state"), names,
                              f"one of {', '.join(sorted(_JOB_BASES))}")
 
@@ -120,24 +196,24 @@ class Current(Legacy):
             raise self.fmt.error(_where(raw, "exit_code"), value,
                                  "{status: [...], return_code: {...}, signal: {...}}")
         status = value["status"]
+        if not all(type(s) is str for s in status):
+            raise self.fmt.error(_where(raw, "exit_code.status"), status,
+                                 "a list of status names")
         if "SIGNALED" in status or "CORE_DUMPED" in status:
             signal = value.get("signal")
-            number = self._int(signal, "id") if isinstance(signal, dict) else None
+            number = self._number(raw, "exit_code.signal.id", signal.get("id")) \
+                if isinstance(signal, dict) else None
             return 128 + number if number else None
         if "SUCCESS" in status or "ERROR" in status:
-            return self._int(value, "return_code")
+            return self._number(raw, "exit_code.return_code", value.get("return_code"))
         return None     # PENDING, INVALID: no exit code yet
 
     def alloc_nodes(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
-        res = raw.get("job_resources") or {}
-        nodes = res.get("nodes") if isinstance(res, dict) else None
+        nodes = self._object(raw, "job_resources").get("nodes")
         if not nodes:
             return ()
         alloc = nodes.get("allocation") if isinstance(nodes, dict) else None
-        if not isinstance(alloc, list):
-            raise self.fmt.error(_where(raw, "job_resources.nodes.allocation"), nodes,
-                                 "a list of {name, ...}")
-        return tuple(str(n["name"]) for n in alloc)
+        return self._names(raw, "job_resources.nodes.allocation", alloc, "name")
 
     def node_rows(self, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         rows = doc.get("nodes")
@@ -150,17 +226,22 @@ class Current(Legacy):
         return rows
 
     def node_state(self, raw: Mapping[str, Any]) -> str:
-        names = raw.get("state")
-        if not isinstance(names, list) or not names:
+        names = self.texts(raw, "state")
+        if not names:
             raise self.fmt.error(_where(raw, "state"), names, "a list of node state names")
         base = next((n for n in names if n in _NODE_BASES), "UNKNOWN")
-        return "+".join([base.lower(), *(str(n).lower() for n in names if n != base)])
+        return "+".join([base.lower(), *(n.lower() for n in names if n != base and n)])
 
     def features(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
-        value = raw.get("features")
-        if isinstance(value, list):
-            return tuple(str(f) for f in value if f)
+        if isinstance(raw.get("features"), list):
+            return tuple(f for f in self.texts(raw, "features") if f)
         return super().features(raw)
+
+
+def _is_number(value: object) -> bool:
+    """A number Slurm can write: a 64-bit integer or a finite float (not a bool)."""
+    return (type(value) is int and -2**63 <= value < 2**64) or \
+        (type(value) is float and isfinite(value))
 
 
 def _where(raw: Mapping[str, Any], key: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -312,17 +312,18 @@ def parse_nodes(doc: Mapping[str, Any], gpu_model: str = "V100",
     left out and the warning (command, release, node, field) appended there instead.
     """
     d = dialect(detect(doc, command))
+    layout = partial(_gpu_layout, gpu_model=gpu_model)
     nodes = {}
     for k, raw in enumerate(d.node_rows(doc)):
         try:
-            name = raw["name"]
+            name = raw.get("name")
             if not isinstance(name, str) or not name:
                 raise d.fmt.error(f"nodes[{k}].name", name, "a node name")
             node = Node(name=name, state=d.node_state(raw), cpus=d.count(raw, "cpus") or 0,
                         memory_mib=d.count(raw, "real_memory") or 0, features=d.features(raw),
                         gpus=tuple(Gpu(node=name, index=i, model=m, gres_type=t,
                                        shards_total=n) for i, m, t, n in
-                                   _gpu_layout(str(raw.get("gres") or ""), gpu_model)))
+                                   d.parsed(raw, "gres", layout, "a GRES string")))
         except _BAD_DATA as exc:
             if warnings is None:
                 raise _unreadable(d, f"node {k}", raw, exc) from None
@@ -341,8 +342,6 @@ _BAD_DATA = (InputError, KeyError, TypeError, ValueError, AttributeError, IndexE
 def _unreadable(d: Legacy, what: str, raw: Any, exc: Exception) -> FormatError:
     if isinstance(exc, FormatError):
         return exc                      # names command, release, field and record already
-    if isinstance(exc, InputError):
-        return FormatError(f"slurm: {d.fmt.command} of Slurm {d.fmt.release}: {what}: {exc}")
     ident = raw.get("job_id", raw.get("name", "?")) if isinstance(raw, Mapping) else raw
     return d.fmt.error(f"{what} ({ident!r})", f"{type(exc).__name__}: {exc}",
                        "fields of the documented types")
@@ -354,26 +353,30 @@ def _natural(name: str) -> tuple:
 
 # --- jobs -----------------------------------------------------------------------------------
 
-def _requested(job: Mapping[str, Any], num_nodes: int) -> tuple[int, int]:
+def _gres(raw: Mapping[str, Any], d: Legacy, key: str) -> tuple[GresItem, ...]:
+    return d.parsed(raw, key, parse_gres, "a GRES string")
+
+
+def _requested(raw: Mapping[str, Any], d: Legacy, num_nodes: int) -> tuple[int, int]:
     """(whole GPUs, shares) requested per node, from tres_per_node or --gpus (per job)."""
     gpus = shares = 0
-    for it in parse_gres(str(job.get("tres_per_node") or "")):
+    for it in _gres(raw, d, "tres_per_node"):
         if it.name == "gpu":
             gpus += it.count
         elif it.name in SHARE_GRES:
             shares += it.count
     if not gpus:
-        per_job = sum(it.count for it in parse_gres(str(job.get("tres_per_job") or ""))
-                      if it.name == "gpu")
+        per_job = sum(it.count for it in _gres(raw, d, "tres_per_job") if it.name == "gpu")
         gpus = -(-per_job // max(num_nodes, 1))
     return gpus, shares
 
 
-def _uses(node_names: tuple[str, ...], gres_detail: Iterable[str]) -> tuple[GpuUse, ...]:
+def _uses(node_names: tuple[str, ...],
+          gres_detail: Iterable[tuple[GresItem, ...]]) -> tuple[GpuUse, ...]:
     """Allocated GPUs: one ``gres_detail`` entry per allocated node, in node order."""
     uses: list[GpuUse] = []
-    for node, detail in zip(node_names, gres_detail):
-        for it in parse_gres(detail):
+    for node, items in zip(node_names, gres_detail):
+        for it in items:
             if not it.count or not it.indexes:
                 continue
             if it.name == "gpu":
@@ -387,15 +390,19 @@ def _uses(node_names: tuple[str, ...], gres_detail: Iterable[str]) -> tuple[GpuU
     return tuple(uses)
 
 
-def _pinned(raw: Mapping[str, Any], state: str) -> tuple[tuple[str, str, int], ...]:
+def _hostlist(raw: Mapping[str, Any], d: Legacy, key: str) -> tuple[str, ...]:
+    return d.parsed(raw, key, expand_hostlist, "a hostlist")
+
+
+def _pinned(raw: Mapping[str, Any], d: Legacy, state: str) -> tuple[tuple[str, str, int], ...]:
     """A pending job's typed GPU entries on its one required node (see ``Job.pinned``)."""
     if state != "PENDING":
         return ()
-    required = expand_hostlist(str(raw.get("required_nodes") or ""))
+    required = _hostlist(raw, d, "required_nodes")
     if len(required) != 1:
         return ()
     return tuple((required[0], it.type, it.count if it.name in SHARE_GRES else 0)
-                 for it in parse_gres(str(raw.get("tres_per_node") or ""))
+                 for it in _gres(raw, d, "tres_per_node")
                  if it.type and it.count and (it.name == "gpu" or it.name in SHARE_GRES))
 
 
@@ -416,24 +423,25 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
     ``time_limit_s`` is None when unlimited.
     """
     state = d.job_state(raw)
-    node_names = d.alloc_nodes(raw) or expand_hostlist(str(raw.get("nodes") or ""))
+    nodes = _hostlist(raw, d, "nodes")
+    node_names = d.alloc_nodes(raw) or nodes
     num_nodes = d.count(raw, "node_count") or 1
-    gpus, shares = _requested(raw, num_nodes)
+    gpus, shares = _requested(raw, d, num_nodes)
     limit_min = d.minutes(raw, "time_limit")
-    comment = str(raw.get("comment") or "")
-    admin_comment = str(raw.get("admin_comment") or "")
+    comment = d.text(raw, "comment")
+    admin_comment = d.text(raw, "admin_comment")
     finished = state not in ACTIVE_STATES
-    reason = str(raw.get("state_reason") or "")
-    tasks = array_task_count(str(raw.get("array_task_string") or "")) if not finished else 1
+    reason = d.text(raw, "state_reason")
+    tasks = array_task_count(d.text(raw, "array_task_string")) if not finished else 1
     lo, hi = (None, None) if tasks > 1 else recorded_elastic(admin_comment) or (None, None)
     batch, lr_rule = recorded_batch(admin_comment)
     b_lo, b_hi = (None, None) if tasks > 1 else batch or (None, None)
     return Job(
-        job_id=str(raw["job_id"]), state=state, name=str(raw.get("name") or ""),
-        user=str(raw.get("user_name") or ""), account=str(raw.get("account") or ""),
-        partition=str(raw.get("partition") or ""), gpus=gpus, shards=shares, num_nodes=num_nodes,
-        nodes=expand_hostlist(str(raw.get("nodes") or "")),
-        uses=_uses(node_names, raw.get("gres_detail") or ()),
+        job_id=d.job_id(raw), state=state, name=d.text(raw, "name"),
+        user=d.text(raw, "user_name"), account=d.text(raw, "account"),
+        partition=d.text(raw, "partition"), gpus=gpus, shards=shares, num_nodes=num_nodes,
+        nodes=nodes,
+        uses=_uses(node_names, d.parsed_each(raw, "gres_detail", parse_gres, "a GRES string")),
         submit_s=d.epoch(raw, "submit_time") or 0.0, start_s=d.epoch(raw, "start_time"),
         end_s=d.epoch(raw, "end_time") if finished else None,
         time_limit_s=limit_min * 60 if limit_min is not None else None,
@@ -441,7 +449,7 @@ def parse_job(raw: Mapping[str, Any], d: Legacy) -> Job:
         app=declared_app(admin_comment, comment),
         reason="" if reason == "None" else reason,
         exit_code=d.exit_code(raw) if finished else None,
-        deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, state),
+        deadline_s=d.epoch(raw, "deadline"), pinned=_pinned(raw, d, state),
         begin_s=_begin_s(raw, d, state), slack_s=recorded_slack(admin_comment),
         power_cap_w=recorded_cap(admin_comment), min_gpus=lo, max_gpus=hi,
         min_batch_size=b_lo, max_batch_size=b_hi, lr_scaling=lr_rule, array_tasks=tasks)

@@ -117,12 +117,16 @@ def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None,
 
 def describe(nodes_doc: dict, squeue: dict) -> dict:
     """Pure: what wattbatch reads from the two documents, as plain JSON (``wattctl snapshot``):
-    the Slurm release, nodes with their GPUs and holders, and every job in ``squeue``."""
+    the Slurm release, nodes with their GPUs and holders, every job in ``squeue``, and the
+    warnings of the jobs and nodes left out because their fields cannot be read."""
     fmt = detect(squeue, "squeue --json")
-    jobs = parse_jobs(squeue)
-    nodes = attach_jobs(parse_nodes(nodes_doc), [j for j in jobs if j.state in ACTIVE_STATES])
+    warnings: list[str] = []
+    jobs = parse_jobs(squeue, warnings=warnings)
+    nodes = attach_jobs(parse_nodes(nodes_doc, warnings=warnings),
+                        [j for j in jobs if j.state in ACTIVE_STATES])
     return {
         "slurm": {"release": fmt.release, "data_parser": fmt.data_parser},
+        "warnings": warnings,
         "nodes": [{"name": n.name, "state": n.state, "available": n.available,
                    "gpus": [{"index": g.index, "type": g.gres_type, "model": g.model,
                              "shards_total": g.shards_total, "shards_used": g.shards_used,

@@ -1,22 +1,30 @@
 """Fuzzed Slurm output never makes a traceback: the parsers raise ``FormatError`` /
 ``InputError`` naming command, release and field, and a snapshot leaves the one bad job or
-node out with a warning. Deterministic: seeds 0..SEEDS-1 per release."""
+node out with a warning. Deterministic: seeds 0..SEEDS-1 per release, and every string field
+of every record of each recorded document given each of ``NOT_STRINGS`` in turn."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
+from contextlib import contextmanager
+from functools import cache, reduce
+from operator import getitem
 from pathlib import Path
 
 import pytest
 
 from slurm_plugin.errors import InputError, WattError
-from slurm_plugin.slurm.parse import (expand_hostlist, parse_gres, parse_sacct,
-                                      parse_scontrol_record)
+from slurm_plugin.record import replace
+from slurm_plugin.slurm.parse import (ACTIVE_STATES, expand_hostlist, parse_gres, parse_jobs,
+                                      parse_sacct, parse_scontrol_record)
 from slurm_plugin.slurm.snapshot import build_cluster
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "slurm"
 RELEASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "squeue.json").exists())
+# each release, and the older data_parser versions 26.05 serves on request (26.05/v0.0.42 ...)
+DOCUMENTS = sorted(str(p.parent.relative_to(GOLDEN)) for p in GOLDEN.glob("**/squeue.json"))
 SEEDS = 300
 ODD = ["", "|", "IDX:", "(IDX:)", "gpu:1(IDX:)", "gpu[3-1]", "gpu[a-b]", "gpu[1-", "x]", "[]",
        "gpu:g0:1(IDX:0-)", "gpu:-1", "gres/gpu:99999999999999999999", "\ufffd", "N/A", None, 0,
@@ -121,3 +129,129 @@ def test_empty_or_open_gres_index_is_no_traceback(text):
 @pytest.mark.parametrize("text", ODD[:14])
 def test_scontrol_records_of_any_text(text):
     assert isinstance(dict(parse_scontrol_record(text)), dict)
+
+
+# --- every string field of every record, one non-string value at a time ----------------------
+
+NOT_STRINGS = (7, 2.5, None, True, ["gpu1"], {"name": "gpu1"})
+FILES = {"jobs": "squeue.json", "nodes": "nodes.json"}
+
+
+@cache
+def _documents(doc: str) -> dict[str, dict]:
+    """The recorded documents of ``doc``; a test damages one field in place and restores it."""
+    return {kind: json.loads((GOLDEN / doc / name).read_text()) for kind, name in FILES.items()}
+
+
+def _build(docs: dict[str, dict]):
+    return build_cluster(docs["nodes"], docs["jobs"], "c", 0.0)
+
+
+@cache
+def _without(doc: str, kind: str, k: int):
+    """The snapshot of ``doc`` with record ``k`` of ``kind`` left out of its document."""
+    docs = dict(_documents(doc))
+    records = docs[kind][kind]
+    docs[kind] = dict(docs[kind], **{kind: records[:k] + records[k + 1:]})
+    return _build(docs)
+
+
+def _string_leaves(obj, path=()):
+    """(path, value) of each string under ``obj``; a list position is an int in the path."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _string_leaves(value, (*path, key))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            yield from _string_leaves(value, (*path, i))
+    elif isinstance(obj, str):
+        yield path, obj
+
+
+def _field(path) -> str:
+    """("job_resources", "allocated_nodes", 0, "nodename") ->
+    "job_resources.allocated_nodes[].nodename"."""
+    out = ""
+    for part in path:
+        out += "[]" if isinstance(part, int) else ("." if out else "") + part
+    return out
+
+
+@cache
+def _before(doc: str):
+    return _build(_documents(doc))
+
+
+@cache
+def _record_classes(doc: str, kind: str) -> tuple[str, ...]:
+    if kind == "nodes":
+        return ("node",) * len(_documents(doc)["nodes"]["nodes"])
+    states = [job.state for job in parse_jobs(_documents(doc)["jobs"])]
+    return tuple(s if s == "PENDING" else "active" if s in ACTIVE_STATES else "finished"
+                 for s in states)
+
+
+def _cases():
+    """Every distinct string field path of each document's jobs and nodes, in the first record
+    of each class (pending, active, finished job; node) that holds it non-empty (or in the first
+    that holds it, where none does): the parsers read some fields of some classes only."""
+    for doc in DOCUMENTS:
+        for kind in FILES:
+            first: dict[str, tuple[int, tuple]] = {}
+            filled: dict[tuple[str, str], tuple[int, tuple]] = {}
+            for k, record in enumerate(_documents(doc)[kind][kind]):
+                for path, value in _string_leaves(record):
+                    first.setdefault(_field(path), (k, path))
+                    if value:
+                        filled.setdefault((_field(path), _record_classes(doc, kind)[k]), (k, path))
+            covered = {field for field, _ in filled}
+            empty = {(field, "empty"): at for field, at in first.items() if field not in covered}
+            for (field, cls), (k, path) in sorted({**empty, **filled}.items()):
+                yield pytest.param(doc, kind, k, path, id=f"{doc}-{kind}-{field}-{cls}")
+
+
+@contextmanager
+def _damaged(record: dict, path: tuple, value):
+    *head, last = path
+    parent = reduce(getitem, head, record)
+    kept, parent[last] = parent[last], value
+    try:
+        yield
+    finally:
+        parent[last] = kept
+
+
+def _names_the_field(warning: str, kind: str, k: int, record: dict, path: tuple) -> bool:
+    """The warning names the record (its job id or node name) and the field (keys joined by
+    dots, a list position as [N] or not at all); a damaged node name, the node's position."""
+    if kind == "nodes" and path == ("name",):
+        return f"field nodes[{k}].name " in warning
+    ident = record["job_id" if kind == "jobs" else "name"]
+    keys = "".join(r"(\[\d+\])?" if isinstance(p, int) else (r"\." if i else "") + re.escape(p)
+                   for i, p in enumerate(path))
+    return f"(of {ident})" in warning and re.search(rf"field {keys} ", warning) is not None
+
+
+@pytest.mark.parametrize("doc, kind, k, path", list(_cases()))
+def test_a_non_string_in_a_string_field_costs_at_most_its_record(doc, kind, k, path):
+    """The snapshot is built; the damaged record is read as before (a field not read), read as
+    the value's text (a number; null: unset), or left out with one warning naming it and the
+    field; every other record is as before."""
+    docs = _documents(doc)
+    record = docs[kind][kind][k]
+    before = _before(doc)
+    for value in NOT_STRINGS:
+        with _damaged(record, path, value):
+            cluster = _build(docs)
+            if cluster.warnings:
+                (warning,) = cluster.warnings
+                assert warning.endswith(f"{kind[:-1]} left out"), warning
+                assert _names_the_field(warning, kind, k, record, path), (value, warning)
+                assert replace(cluster, warnings=()) == _without(doc, kind, k), (value, warning)
+                continue
+            if cluster == before:
+                continue
+            assert value is None or type(value) in (int, float), \
+                f"{value!r} read into the model without a warning"
+            with _damaged(record, path, "" if value is None else str(value)):
+                assert cluster == _build(docs), f"{value!r} not read as its text"

@@ -60,3 +60,19 @@ def test_errors_name_the_file_and_the_fix(golden_dir, tmp_path, capsys, monkeypa
     err = capsys.readouterr().err
     assert "Slurm 24.11.5" in err and "scontrol --json show nodes" in err
     assert "Traceback" not in err
+
+
+def test_a_record_that_cannot_be_read_is_left_out_with_a_warning(golden_dir, tmp_path):
+    d = golden_dir / "slurm" / "22.05"
+    squeue = json.loads((d / "squeue.json").read_text())
+    running = next(j for j in squeue["jobs"] if j["job_state"] == "RUNNING")
+    running["job_resources"]["allocated_nodes"][0]["nodename"] = ["gpu1"]
+    bad = tmp_path / "squeue.json"
+    bad.write_text(json.dumps(squeue))
+    args = ("--squeue-json", str(bad), "--nodes-json", str(d / "nodes.json"))
+    data = json.loads(snapshot("--json", *args).output)
+    (warning,) = data["warnings"]
+    assert f"field job_resources.allocated_nodes[0].nodename (of {running['job_id']})" in warning
+    assert len(data["jobs"]) == len(squeue["jobs"]) - 1 and len(data["nodes"]) == 4
+    done = snapshot(*args)
+    assert done.exit_code == 0 and f"warning: {warning}" in done.output
