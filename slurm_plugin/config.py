@@ -118,6 +118,7 @@ SCHEMA: dict[str, Key] = {
     "influx.password": Key(str),
     "influx.token": Key(str),
     "influx.timeout_s": _num(0.05, 60),
+    "influx.skip_after_timeout_s": _num(0, 86400),
     "carbon.zone": Key(str),
     "carbon.file": Key(str),
     "carbon.max_age_s": _num(0, 1e9),

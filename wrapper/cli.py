@@ -56,11 +56,24 @@ def _slurm_snapshot(cfg: Any) -> Any:
     return snapshot(cfg)
 
 
+def influx_memory(cfg: Any) -> Any:
+    """The user's memory of an InfluxDB that timed out (``telemetry.skip_memory``): one file
+    per URL in the warm server's runtime directory (only this user can enter it), so every
+    call of the user sees it, through the server or in-process; within this call only when
+    that directory cannot be made safe."""
+    from slurm_plugin.telemetry.skip_memory import SkipMemory
+
+    from .server_client import runtime_dir
+    key = "influx.skip_after_timeout_s"
+    window_s = cfg[key]
+    return SkipMemory(runtime_dir() if window_s > 0 else None, window_s, key)
+
+
 def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
     from slurm_plugin.telemetry.carbon_forecast import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
-    client = InfluxClient.from_config(cfg)
+    client = InfluxClient.from_config(cfg, influx_memory(cfg))
 
     def running() -> Any:     # asked last: the snapshot may still be on its way
         yield from (j for j, job in cluster.jobs.items() if job.running) if cluster else ()

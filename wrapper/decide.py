@@ -31,6 +31,8 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattb
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+NOT_READ = " not read: "     # a readings source that failed (telemetry.readers.read_readings)
+
 
 @record(frozen=False)
 class Outcome:
@@ -246,6 +248,8 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
         cluster.settle()
         readings.settle()
     policy_ms = (t1 - t0) * 1e3 - cluster.waited_ms - readings.waited_ms
+    if readings.loaded:      # decided without a source that failed (timed out, skipped): say so
+        out.warnings += [w for w in getattr(readings, "warnings", ()) if NOT_READ in w]
     if request.max_gpus is not None and cluster.loaded:
         _check_elastic_range(request.min_gpus or 1, request.max_gpus, cluster.gpu_count)
     site = translate.Site(cfg["slurm.share_gres"], cfg["slurm.shards_per_gpu"],

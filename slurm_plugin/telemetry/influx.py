@@ -4,18 +4,23 @@
 JSON results, ``epoch=ns``, chunked responses merged). InfluxDB 1.x serves this API natively
 and 2.x/3.x for compatibility. Auth: user/password (HTTP basic auth) or a token
 (``Authorization: Token ...``; a token wins when both are set). Every failure raises
-``TelemetryError`` naming the method, the URL and the cause.
+``TelemetryError`` naming the method, the URL and the cause. With a ``SkipMemory``
+(``skip_memory``; ``wattbatch`` gives one) a server that timed out or could not be reached is
+skipped at once, with a ``TelemetryError`` saying so and until when, by every later request
+within its window; any answer clears it.
 """
 
 from __future__ import annotations
 
 import binascii
 import json
+from _thread import allocate_lock
 
 from ..errors import TelemetryError
 from ..record import record
 from .http_request import HttpError, request, urlencode
 from .lineproto import Point
+from .skip_memory import SkipMemory, remembered
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
@@ -51,7 +56,8 @@ class InfluxClient:
     """One database on one InfluxDB server."""
 
     def __init__(self, url: str, database: str, *, username: str = "", password: str = "",
-                 token: str = "", timeout_s: float = 1.0, batch_size: int = 5000) -> None:
+                 token: str = "", timeout_s: float = 1.0, batch_size: int = 5000,
+                 memory: SkipMemory | None = None) -> None:
         if not url.startswith(("http://", "https://")):
             raise TelemetryError(f"influx: influx.url = {url!r}: must start with http:// or "
                                  "https://; fix influx.url in the site config")
@@ -59,6 +65,10 @@ class InfluxClient:
         self.database = database
         self.timeout_s = timeout_s
         self.batch_size = batch_size
+        self.memory = memory
+        self._note = ""          # with a memory: its note on this client's remembered failure
+        self._failed = ""        # ...and the failure's message, which its later queries raise
+        self._lock = allocate_lock()
         self._headers: dict[str, str] = {}
         if token:
             self._headers["Authorization"] = f"Token {token}"
@@ -68,11 +78,42 @@ class InfluxClient:
             self._headers["Authorization"] = f"Basic {basic}"
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "InfluxClient":
-        """Build from a ``SiteConfig`` (keys ``influx.*``)."""
+    def from_config(cls, cfg: Any, memory: SkipMemory | None = None) -> "InfluxClient":
+        """Build from a ``SiteConfig`` (keys ``influx.*``); ``memory``: see the module."""
         return cls(cfg["influx.url"], cfg["influx.database"], username=cfg["influx.username"],
                    password=cfg["influx.password"], token=cfg["influx.token"],
-                   timeout_s=cfg["influx.timeout_s"])
+                   timeout_s=cfg["influx.timeout_s"], memory=memory)
+
+    def _send(self, method: str, path: str, where: str, headers: Mapping[str, str],
+              body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+        """``request``, through the memory when there is one: raises ``TelemetryError`` at
+        once while the server is skipped; notes a timeout or an unreachable server in the
+        error it raises (``OSError`` with ``wattbatch_note``), an answer as a success."""
+        memory = self.memory
+        if memory is None:
+            return request(method, self.url, path, headers=headers, body=body,
+                           timeout_s=self.timeout_s)
+        if self._failed:         # this call's other queries (GPUs, progress): the same failure
+            raise TelemetryError(self._failed)
+        skipped = memory.skipped(self.url)
+        if skipped:
+            raise TelemetryError(f"influx: {where}: {skipped}; check that InfluxDB runs there "
+                                 "and influx.url / influx.timeout_s")
+        try:
+            answer = request(method, self.url, path, headers=headers, body=body,
+                             timeout_s=self.timeout_s)
+        except HttpError:
+            memory.succeeded(self.url)              # it answered
+            raise
+        except OSError as exc:
+            cause = remembered(exc)
+            if cause:
+                with self._lock:     # queries failing at the same time: remembered once
+                    self._note = self._note or memory.failed(self.url, cause)
+                exc.wattbatch_note = self._note                 # type: ignore[attr-defined]
+            raise
+        memory.succeeded(self.url)
+        return answer
 
     # --- HTTP -----------------------------------------------------------------------------
     def _request(self, method: str, path: str, params: Mapping[str, str],
@@ -82,8 +123,7 @@ class InfluxClient:
         if body is not None:
             headers["Content-Type"] = "text/plain; charset=utf-8"
         try:
-            return request(method, self.url, f"{path}?{urlencode(params)}", headers=headers,
-                           body=body, timeout_s=self.timeout_s)[2]
+            return self._send(method, f"{path}?{urlencode(params)}", where, headers, body)[2]
         except HttpError as exc:
             detail = exc.body.decode("utf-8", "replace").strip()
             try:
@@ -95,18 +135,23 @@ class InfluxClient:
         except (OSError, ValueError) as exc:      # refused, timed out, not HTTP, bad port
             cause = "timed out" if isinstance(exc, TimeoutError) else (
                 getattr(exc, "strerror", None) or exc)
-            raise TelemetryError(f"influx: {where}: {cause or type(exc).__name__} (timeout "
-                                 f"{self.timeout_s:g} s); check that InfluxDB runs there "
-                                 "and influx.url / influx.timeout_s") from None
+            said = (f"influx: {where}: {cause or type(exc).__name__} (timeout "
+                    f"{self.timeout_s:g} s); check that InfluxDB runs there and influx.url / "
+                    f"influx.timeout_s{getattr(exc, 'wattbatch_note', '')}")
+            if getattr(exc, "wattbatch_note", ""):
+                with self._lock:     # and said in the same words (one warning line)
+                    said = self._failed = self._failed or said
+            raise TelemetryError(said) from None
 
     def ping(self) -> str:
         """The server's version (``X-Influxdb-Version``); raises if it does not answer."""
         try:
-            return request("GET", self.url, "/ping", headers=self._headers,
-                           timeout_s=self.timeout_s)[1].get("x-influxdb-version", "")
+            return self._send("GET", "/ping", f"GET {self.url}/ping", self._headers
+                              )[1].get("x-influxdb-version", "")
         except (OSError, ValueError, HttpError) as exc:
             raise TelemetryError(f"influx: GET {self.url}/ping: {exc}; "
-                                 "check that InfluxDB runs there and influx.url") from None
+                                 "check that InfluxDB runs there and influx.url"
+                                 f"{getattr(exc, 'wattbatch_note', '')}") from None
 
     # --- write ----------------------------------------------------------------------------
     def write(self, points: Iterable[Point]) -> int:

@@ -193,15 +193,16 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
     checks who wrote each progress point; with ``job_gpus`` (job -> its (node, GPU)) progress
     of a job whose GPUs are idle is left out (``plausible_progress``, with ``job_start_s``).
     Each source (GPUs, progress, carbon) that fails is left empty and every value out of its
-    bounds left out, each with a warning in ``Readings.warnings``; only when every source
-    fails does this raise."""
+    bounds left out, each with a warning in ``Readings.warnings`` (sources that failed for
+    the same reason, such as InfluxDB timing out or being skipped, in one line); only when
+    every source fails does this raise."""
     def attempt(what: str, read: Callable[[list[str]], Any], empty: Any) -> Callable[[], Any]:
-        def run() -> tuple[Any, list[str], WattError | None]:
+        def run() -> tuple[Any, list[str], WattError | None, str]:
             said: list[str] = []
             try:
-                return read(said), said, None
+                return read(said), said, None, what
             except WattError as exc:
-                return empty, [*said, f"{what} not read: {exc}"], exc
+                return empty, said, exc, what
         return run
     calls = [attempt("GPU readings", lambda w: latest_gpu_readings(
                  client, now_s, max_age_s=gpu_max_age_s, cluster=cluster, warnings=w), {}),
@@ -212,8 +213,13 @@ def read_readings(client: InfluxClient, now_s: float, *, carbon: CarbonProvider 
         calls.append(attempt("carbon intensity", lambda w: read_carbon(
             carbon, now_s, forecast_horizon_s, carbon_max_age_s, w), (None, ())))
     results = _in_parallel(calls)
-    warnings = [line for _, said, _ in results for line in said]
-    errors = [exc for _, _, exc in results if exc is not None]
+    warnings = [line for _, said, _, _ in results for line in said]
+    errors = [exc for _, _, exc, _ in results if exc is not None]
+    failed: dict[str, list[str]] = {}          # reason -> what failed for it
+    for _, _, exc, what in results:
+        if exc is not None:
+            failed.setdefault(str(exc), []).append(what)
+    warnings += [f"{', '.join(whats)} not read: {reason}" for reason, whats in failed.items()]
     gpus, progress = results[0][0], results[1][0]
     now_g, forecast = results[2][0] if carbon is not None else (None, ())
     if job_gpus is not None:

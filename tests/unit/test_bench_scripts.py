@@ -77,3 +77,18 @@ def test_carbon_forecast_short_series_left_out(tmp_path):
     assert "LWA xx 2024" in r.stdout
     r = bench("bench_carbon_forecast.py", "--data-dir", str(tmp_path), "--only", "ZZZ")
     assert r.returncode == 2 and "--only ZZZ" in r.stderr
+
+
+def test_influx_hang_bench_skips_after_the_first_submission_on_both_paths(tmp_path):
+    r = bench("bench_influx_hang.py", "-n", "2", "--timeout-s", "0.2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "in-process (WATTBATCH_SERVER=0):" in out and "warm server:" in out
+    assert out.count("InfluxDB hanging, first:") == 2
+    assert out.count("(timed out, ") == 2                     # the first call of each path
+    assert out.count("(skipped, 0; ") == 2                    # the next: no connection made
+    assert "ran in the warm server: 2 of 2" in out
+    assert out.count("goal each later submission <= 100 ms over the baseline:") == 2
+    assert "note:" not in out and "nan" not in out
+    r = bench("bench_influx_hang.py", "--paths", "nowhere")
+    assert r.returncode == 2 and "--paths nowhere" in r.stderr and "Traceback" not in r.stderr
