@@ -10,6 +10,12 @@ No job we touched is left held: when a step fails, the job is read again and, if
 held, released as it is (``release``, ``start_now``). When that cannot be done either (the
 controller is down), the action is journaled ``stuck``, which is not an end state: every later
 pass tries again until the job is released or gone, and says so.
+
+slurmctld killed before it saved a requeue shows the job as never held: failed by the
+requeue's signal, or running again. The hold is then made again (``revived``). A released job
+still completing (its processes stopping) gets its start time once it has left COMPLETING: a
+bounded wait, then ``waiting`` (not an end state either) and the next pass sets it. What
+happens to a job after its action ended is the watch's (``watch.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +32,18 @@ from .record import record
 
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
          "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
-# How a job our requeue stopped can show after slurmctld lost the requeue (killed before it
-# saved its state): the job's processes ended by SIGTERM, the job FAILED.
-REVIVABLE = ("FAILED", "NODE_FAIL")
+# The signals a requeue stops a job's processes with (SIGTERM, then SIGKILL after KillWait)
+REQUEUE_SIGNALS = (9, 15)
+
+
+def stopped_by_requeue(state: str, exit_code: str) -> bool:
+    """How a job our requeue stopped shows after slurmctld lost the requeue (killed before it
+    saved it): NODE_FAIL, or FAILED with its processes ended by the requeue's signal
+    (``ExitCode=0:15``), never a job whose own script failed."""
+    if state == "NODE_FAIL":
+        return True
+    signal = exit_code.partition(":")[2]
+    return state == "FAILED" and signal.isdigit() and int(signal) in REQUEUE_SIGNALS
 
 
 @record
@@ -39,6 +54,10 @@ class JobView:
     held: bool              # pending with priority 0 (requeuehold, scontrol hold)
     tres_per_node: str      # gres:gpu:2 (the ``gres:`` spelling of every release)
     num_nodes: int = 1
+    reason: str = ""        # Slurm's Reason= (launch_failed_requeued_held, JobHeldUser, ...)
+    exit_code: str = ""     # Slurm's ExitCode= ("0:15": its processes ended by SIGTERM)
+    start_s: float | None = None    # when it started (running) and ended (ended), epoch s
+    end_s: float | None = None
 
     @property
     def running(self) -> bool:
@@ -49,12 +68,23 @@ class JobView:
         return self.state == "PENDING"
 
     @property
+    def completing(self) -> bool:
+        """Requeued and released, its processes still stopping: Slurm starts it only after."""
+        return not self.held and (self.state == "COMPLETING" or self.state.startswith("REQUEUE"))
+
+    @property
     def ended(self) -> bool:
         return self.state in ENDED
+
+    @property
+    def revivable(self) -> bool:
+        return stopped_by_requeue(self.state, self.exit_code)
 
 
 class Actuator(Protocol):
     def observe(self, job_id: str) -> JobView | None: ...   # None: the job has ended
+    # (state, exit code, end epoch s) from the accounting; None: no such job there either
+    def accounting(self, job_id: str) -> tuple[str, str, float | None] | None: ...
     def requeue_hold(self, job_id: str) -> None: ...
     def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None: ...
     def whole_gpus(self, job_id: str) -> None: ...
@@ -87,7 +117,8 @@ HOLDS = ("resize", "move_exclusive")
 @dataclass
 class Outcome:
     action: object
-    status: str                 # done | failed | stuck | dry-run | skipped
+    # done | failed | stuck | waiting | dry-run | skipped; the watch's revived | released
+    status: str
     detail: str = ""
     recovered: bool = False
 
@@ -163,14 +194,22 @@ def _decide(step: str, action: Action, view: JobView | None, done: list[str],
     return True                                # whole_gpus (reads the job itself), cancel
 
 
-def _revivable(action: Action, view: JobView | None, done: list[str], recovered: bool) -> bool:
-    """A job this action stopped (its hold done, or maybe done before a crash) that Slurm
-    now shows as failed: slurmctld was killed after the requeue and before it saved it."""
-    return (action.kind in HOLDS and view is not None and view.state in REVIVABLE
-            and ("requeue_hold" in done or recovered))
+def _hold_undone(action: Action, view: JobView | None, done: list[str],
+                 recovered: bool) -> str:
+    """Why this action's hold must be made again ('' when not): slurmctld was killed after
+    the requeue and before it saved it, so it shows the job as if never held: failed (its
+    processes ended by the requeue's signal) or, once the hold was journaled and before the
+    release, running."""
+    if action.kind not in HOLDS or view is None or "release" in done:
+        return ""
+    if view.revivable and ("requeue_hold" in done or recovered):
+        return f"was {view.state} ({view.exit_code}) after our requeue"
+    if "requeue_hold" in done and view.running and not view.held:
+        return "was running again after our requeue"
+    return ""
 
 
-def _run_step(actuator: Actuator, step: str, action: Action) -> None:
+def run_step(actuator: Actuator, step: str, action: Action) -> None:
     if step == "set_gpus":
         if action.num_nodes is None:
             actuator.set_gpus(action.job_id, int(action.gpus or 1))
@@ -235,8 +274,32 @@ def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ..
     return _with_extra_steps(STEPS[action.kind], action)
 
 
+class Waiting(Exception):
+    """The job is still completing after the bounded wait: the next pass sets its start."""
+
+
+def _await_completion(actuator: Actuator, journal: Journal, action_id: str, action: Action,
+                      view: JobView | None, wait_s: float, poll_s: float) -> JobView | None:
+    """The job once it has left COMPLETING after a requeue (its processes stopped), read
+    every ``poll_s`` for at most ``wait_s`` (the wait is journaled): Slurm only starts it
+    then, so a start time set before would not be read. Raises ``Waiting`` past the bound."""
+    if view is None or not view.completing:
+        return view
+    journal.write(action_id, "wait:completing", action,
+                  f"job {action.job_id} is {view.state}: waiting up to {wait_s:g} s")
+    deadline = time.monotonic() + wait_s
+    while view is not None and view.completing:
+        if time.monotonic() >= deadline:
+            raise Waiting(f"job {action.job_id} still {view.state} after {wait_s:g} s: its "
+                          "start time is set on the next pass")
+        time.sleep(poll_s)
+        view = actuator.observe(action.job_id)
+    return view
+
+
 def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action,
-            done_steps: list[str], recovered: bool) -> Outcome:
+            done_steps: list[str], recovered: bool, completing_wait_s: float = 10.0,
+            poll_s: float = 0.5) -> Outcome:
     """Run the steps of ``action`` not yet done, journaling each; see the module doc."""
     done = list(done_steps)
     for step in _steps(actuator, action, done):
@@ -244,17 +307,24 @@ def execute(journal: Journal, actuator: Actuator, action_id: str, action: Action
             continue
         try:
             view = actuator.observe(action.job_id)
-            if _revivable(action, view, done, recovered):
+            undone = _hold_undone(action, view, done, recovered)
+            if undone:
                 actuator.requeue_hold(action.job_id)
                 journal.write(action_id, "revived", action,
-                              f"job {action.job_id} was {view.state} after our requeue "
-                              "(slurmctld lost it): requeued again, held")
+                              f"job {action.job_id} {undone} (slurmctld lost it): requeued "
+                              "again, held")
                 view = actuator.observe(action.job_id)
+            if step == "start_now":
+                view = _await_completion(actuator, journal, action_id, action, view,
+                                         completing_wait_s, poll_s)
             if _decide(step, action, view, done, recovered):
-                _run_step(actuator, step, action)
+                run_step(actuator, step, action)
         except Finished as end:
             journal.write(action_id, end.status, action, end.detail)
             return Outcome(action, end.status, end.detail, recovered)
+        except Waiting as wait:
+            journal.write(action_id, "waiting", action, str(wait))
+            return Outcome(action, "waiting", str(wait), recovered)
         except WattError as exc:
             detail = f"{step}: {exc}"
             held = False

@@ -131,6 +131,8 @@ SCHEMA: dict[str, Key] = {
     "progress.job_key_dir": Key(str),
     "reconcile.state_dir": Key(str),
     "reconcile.max_actions": _int(0, 10000),
+    "reconcile.watch_s": _num(0, 1e8),
+    "reconcile.completing_wait_s": _num(0, 600),
     "template.name": Key(str),
     "wrapper.server_idle_s": _num(0, 86400),
     "wrapper.snapshot_cache_s": _num(0, 3600),

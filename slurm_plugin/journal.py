@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,7 +30,9 @@ END_STATES = ("done", "failed", "dry-run", "skipped")
 @record
 class Entry:
     action_id: str
-    event: str                 # begin | step:<name> | done | failed | dry-run | skipped
+    # begin | step:<name> | done | failed | dry-run | skipped; not ends: stuck, waiting,
+    # revived, wait:completing; after the end, the watch's released, revived and settled
+    event: str
     action: dict[str, Any]
     t_s: float
     detail: str = ""
@@ -44,6 +47,22 @@ def action_to_dict(action: Action) -> dict[str, Any]:
 
 def action_from_dict(d: dict[str, Any]) -> Action:
     return Action(**{**d, "nodes": tuple(d.get("nodes", ())), "predicted": d.get("predicted", {})})
+
+
+@dataclass
+class Touched:
+    """An action that changed a job, as the journal has it: its end status (None while
+    unfinished) and when it began and ended (epoch s)."""
+
+    action_id: str
+    action: Action
+    begun_s: float
+    status: str | None = None
+    ended_s: float | None = None
+
+
+def _time(t_s: object) -> float:
+    return float(t_s) if isinstance(t_s, (int, float)) else 0.0
 
 
 class Journal:
@@ -122,6 +141,24 @@ class Journal:
             elif e.event in END_STATES:
                 begun.pop(e.action_id, None)
         return [(aid, a, steps[aid]) for aid, a in begun.items()]
+
+    def touched(self, kinds: tuple[str, ...]) -> list[Touched]:
+        """The newest action of ``kinds`` per job that began and was not ``settled``, oldest
+        first: what the watch checks after the action (``watch.py``). An older action on the
+        same job is superseded by the newer one."""
+        newest: dict[str, Touched] = {}
+        by_id: dict[str, Touched] = {}
+        for e in self.entries():
+            if e.event == "begin" and e.action.get("kind") in kinds:
+                action = self._action(e)
+                if action is None:
+                    continue
+                t = Touched(e.action_id, action, _time(e.t_s))
+                by_id[e.action_id] = newest[action.job_id] = t
+            elif e.action_id in by_id and (e.event in END_STATES or e.event == "settled"):
+                t = by_id[e.action_id]
+                t.status, t.ended_s = e.event, _time(e.t_s)
+        return [t for t in newest.values() if t.status != "settled"]
 
     def done_keys(self, since_s: float) -> set[str]:
         """Keys of actions that ended ``done`` after ``since_s`` (for idempotence)."""

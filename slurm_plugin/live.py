@@ -105,6 +105,9 @@ class SlurmActuator:
         now = actions.job_now(job_id, self.cfg)
         return None if now is None else JobView(*now)
 
+    def accounting(self, job_id: str) -> tuple[str, str, float | None] | None:
+        return actions.job_ended(job_id, self.cfg)
+
     def requeue_hold(self, job_id: str) -> None:
         actions.requeue_hold(job_id, self.cfg)
 

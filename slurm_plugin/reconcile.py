@@ -10,6 +10,8 @@ Guarantees:
   that the next pass finishes first, each step checked against the job's actual state
   (``actuate``); an action that could not release a job it held stays unfinished (``stuck``)
   and every later pass tries again, so no job is left held;
+- after a resize or move has ended, its job is watched until it runs again (``watch``): one
+  Slurm left held is released, one the requeue ended is requeued, one lost is a warning;
 - idempotent: an action whose key was ``done`` in the last ``repeat_window_s`` is skipped;
 - ``dry_run`` records each action as ``dry-run`` in the journal and runs no Slurm command.
 """
@@ -29,6 +31,7 @@ from .history import FILE_NAME, History
 from .journal import Journal, PassLock
 from .model import Cluster, Readings
 from .policy.base import Context, Policy
+from .watch import watch
 
 
 @dataclass
@@ -63,6 +66,8 @@ def reconcile_pass(
     dry_run: bool = False,
     max_actions: int = 50,
     repeat_window_s: float = 600.0,
+    watch_s: float = 3600.0,
+    completing_wait_s: float = 10.0,
     now_s: Callable[[], float] = time.time,
 ) -> PassResult:
     t0 = time.perf_counter()
@@ -75,7 +80,8 @@ def reconcile_pass(
         try:
             _pass(result, journal, policy=policy, snapshot=snapshot, readings=readings,
                   actuator=actuator, state_dir=state_dir, settings=settings, dry_run=dry_run,
-                  max_actions=max_actions, repeat_window_s=repeat_window_s, now_s=now_s)
+                  max_actions=max_actions, repeat_window_s=repeat_window_s,
+                  watch_s=watch_s, completing_wait_s=completing_wait_s, now_s=now_s)
         except StateError as exc:
             result.warnings.append(f"pass stopped, no further Slurm change: {exc}")
         result.warnings[:0] = journal.warnings
@@ -84,16 +90,20 @@ def reconcile_pass(
 
 
 def _stuck(result: PassResult, busy: set[str], outcome: Outcome) -> None:
+    """An action left unfinished keeps its job from any other action this pass; one that
+    could not release its job is a warning."""
+    if outcome.status in ("stuck", "waiting"):
+        busy.add(outcome.action.job_id)
     if outcome.status == "stuck":
         a = outcome.action
-        busy.add(a.job_id)
         result.warnings.append(f"{a.kind} of job {a.job_id} unfinished: {outcome.detail}")
 
 
 def _pass(result: PassResult, journal: Journal, *, policy: Policy,
           snapshot: Callable[[], Cluster], readings: Callable[[], Readings],
           actuator: Actuator, state_dir: Path, settings: Mapping[str, Any], dry_run: bool,
-          max_actions: int, repeat_window_s: float, now_s: Callable[[], float]) -> None:
+          max_actions: int, repeat_window_s: float, watch_s: float, completing_wait_s: float,
+          now_s: Callable[[], float]) -> None:
     """The pass under the lock: recovery first, then snapshot, readings, policy, actions.
     Bad input becomes a warning in ``result``: the pass decides without it."""
     history = History(state_dir / FILE_NAME)
@@ -103,15 +113,23 @@ def _pass(result: PassResult, journal: Journal, *, policy: Policy,
     busy: set[str] = set()       # jobs whose unfinished action could not be finished
     if not dry_run:
         for action_id, action, done_steps in journal.unfinished():
-            outcome = execute(journal, actuator, action_id, action, done_steps, recovered=True)
+            outcome = execute(journal, actuator, action_id, action, done_steps, recovered=True,
+                              completing_wait_s=completing_wait_s)
             result.outcomes.append(outcome)
             _stuck(result, busy, outcome)
 
     t1 = time.perf_counter()
     try:
-        cluster = snapshot()
+        cluster: Cluster | None = snapshot()
     except WattError as exc:
         result.warnings.append(f"Slurm snapshot failed, no decision this pass: {exc}")
+        cluster = None
+    if not dry_run:
+        outcomes, said = watch(journal, actuator, busy, now_s(), watch_s,
+                               cluster.jobs if cluster is not None else None)
+        result.outcomes.extend(outcomes)
+        result.warnings.extend(said)
+    if cluster is None:
         return
     result.warnings.extend(cluster.warnings)
     try:
@@ -156,7 +174,8 @@ def _pass(result: PassResult, journal: Journal, *, policy: Policy,
             result.outcomes.append(Outcome(action, "dry-run"))
             continue
         journal.write(action_id, "begin", action)
-        outcome = execute(journal, actuator, action_id, action, [], False)
+        outcome = execute(journal, actuator, action_id, action, [], False,
+                          completing_wait_s=completing_wait_s)
         result.outcomes.append(outcome)
         _stuck(result, busy, outcome)
     if not dry_run:

@@ -99,6 +99,8 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
         settings=settings,
         dry_run=dry_run,
         max_actions=cfg["reconcile.max_actions"],
+        watch_s=cfg["reconcile.watch_s"],
+        completing_wait_s=cfg["reconcile.completing_wait_s"],
     )
     if result.ran:
         result.warnings.extend(_settings_warnings(cfg, policy.name, settings))

@@ -9,7 +9,7 @@ wrong GPUs or crash slurmctld on Slurm 22.05.
 from __future__ import annotations
 
 import time
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from ..config import SiteConfig
 from ..errors import CommandError, InputError
@@ -212,12 +212,26 @@ def show_job(job_id: str, cfg: SiteConfig) -> Mapping[str, str]:
     return {k: v.replace("gres/", "gres:") if k in _TRES_KEYS else v for k, v in record.items()}
 
 
-def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str, int] | None:
-    """(state, held, TresPerNode, NumNodes) of a job as slurmctld has it now (ended jobs too, while
-    Slurm keeps them), None when it does not know the job. ``held``: priority 0
-    (``requeuehold``, ``scontrol hold``). A held job still completing after a requeue
-    (COMPLETING, REQUEUED, REQUEUE_HOLD) reads as PENDING: it can be updated and released.
-    Raises ``CommandError`` when slurmctld cannot be asked."""
+class JobNow(NamedTuple):
+    """A job as slurmctld has it now (``job_now``)."""
+
+    state: str              # PENDING, RUNNING, COMPLETING, FAILED, ...
+    held: bool              # pending with priority 0 (requeuehold, scontrol hold, a failed
+                            # launch that Slurm requeued held)
+    tres_per_node: str
+    num_nodes: int
+    reason: str             # Reason= (launch_failed_requeued_held, JobHeldAdmin, ...)
+    exit_code: str          # ExitCode= "status:signal" ("0:15": ended by SIGTERM)
+    start_s: float | None   # StartTime= and EndTime= in epoch seconds (None: Unknown);
+    end_s: float | None     # a pending job's are Slurm's expectations
+
+
+def job_now(job_id: str, cfg: SiteConfig) -> JobNow | None:
+    """A job as slurmctld has it now (ended jobs too, while Slurm keeps them), None when it
+    does not know the job. ``held``: priority 0 (``requeuehold``, ``scontrol hold``). A held
+    job still completing after a requeue (COMPLETING, REQUEUED, REQUEUE_HOLD) reads as
+    PENDING: it can be updated and released. Raises ``CommandError`` when slurmctld cannot be
+    asked."""
     try:
         shown = show_job(job_id, cfg)
     except CommandError as exc:
@@ -229,5 +243,29 @@ def job_now(job_id: str, cfg: SiteConfig) -> tuple[str, bool, str, int] | None:
     if held and (state == "COMPLETING" or state.startswith("REQUEUE")):
         state = "PENDING"
     nodes = shown.get("NumNodes", "1").split("-")[0]
-    return (state, held and state == "PENDING", shown.get("TresPerNode", ""),
-            int(nodes) if nodes.isdigit() else 1)
+    return JobNow(state, held and state == "PENDING", shown.get("TresPerNode", ""),
+                  int(nodes) if nodes.isdigit() else 1, shown.get("Reason", ""),
+                  shown.get("ExitCode", ""), _epoch_s(shown.get("StartTime", "")),
+                  _epoch_s(shown.get("EndTime", "")))
+
+
+def job_ended(job_id: str, cfg: SiteConfig) -> tuple[str, str, float | None] | None:
+    """(state, exit code, end in epoch seconds) of a job as Slurm's accounting has it (the
+    job's own row, not its steps'), None when it has no such job: what is left of a job
+    slurmctld has forgotten (``MinJobAge`` after it ended)."""
+    out = slurm("sacct", ["-X", "-n", "-P", "-j", _check_id(job_id),
+                          "--format=JobIDRaw,State,ExitCode,End"], cfg).stdout
+    for line in out.splitlines():
+        fields = line.split("|")
+        if len(fields) == 4 and fields[0] == str(job_id):
+            state = fields[1].split()[0] if fields[1] else ""
+            return state, fields[2], _epoch_s(fields[3])
+    return None
+
+
+def _epoch_s(text: str) -> float | None:
+    """Slurm's local ``YYYY-MM-DDTHH:MM:SS`` -> epoch seconds (None: Unknown, None, bad)."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None

@@ -42,3 +42,7 @@ def fill_every_gpu(cfg, env: dict) -> list[str]:
     for job_id in fill:
         wait_job(cfg, job_id, lambda j: j.running)
     return fill
+
+
+# the crash matrix's cases as (kind, fault, n, lost, held, traceback), printed by conftest
+CRASH_TALLY = pytest.StashKey[list]()

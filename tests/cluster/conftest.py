@@ -18,10 +18,22 @@ from slurm_plugin.localcluster import Spec, cancel_all_jobs, resolve, up
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """The parity suite's count of identical cases, printed after every run."""
+    """The parity suite's count of identical cases and the crash matrix's tally, printed
+    after every run."""
+    from cluster_waits import CRASH_TALLY
     from parity_cases import SUMMARY
     for line in config.stash.get(SUMMARY, []):
         terminalreporter.write_line(line)
+    cases = config.stash.get(CRASH_TALLY, [])
+    if cases:
+        from slurm_plugin.proc import run
+        release = run(["sinfo", "--version"], check=False).stdout.strip()
+        counts = [sum(c[i] for c in cases) for i in (3, 4, 5)]
+        before = sum(c[1] == "ctld-before-save" for c in cases)
+        terminalreporter.write_line(
+            f"crash matrix on {release}: {len(cases)} cases "
+            f"({before} with slurmctld killed before it saved), jobs lost {counts[0]}, "
+            f"left held {counts[1]}, tracebacks {counts[2]}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

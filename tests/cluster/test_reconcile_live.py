@@ -96,3 +96,53 @@ def test_crashed_resize_is_finished_by_the_next_pass(localcluster, tmp_path):
     assert Journal(state / "journal.jsonl").unfinished() == []
     # idempotent: the same policy sees the job at 2 GPUs and proposes nothing
     assert one_pass(ResizeTo(job_id, 2), live.SlurmActuator(cfg)).outcomes == []
+
+
+# A job whose processes take a while to stop after the requeue's SIGTERM: COMPLETING for ~4 s
+SLOW_STOP = "#!/bin/bash\ntrap 'sleep 4; exit 0' TERM\nsleep 600 &\nwait\nsleep 600\n"
+
+
+def test_resize_sets_the_start_once_the_job_has_left_completing(localcluster, tmp_path):
+    """The released job is still COMPLETING: the pass waits for it (journaled), then sets its
+    start time, where it used to skip that step."""
+    cfg = localcluster.config()
+    opts = ["--output=/dev/null", f"--chdir={tmp_path}", "-J", "slow-stop", "--gres=gpu:1"]
+    job_id = actions.submit(opts, SLOW_STOP, cfg)
+    wait_job(cfg, job_id, lambda j: j.running)
+    state = Path(tmp_path) / "state"
+    res = reconcile_pass(policy=ResizeTo(job_id, 2), snapshot=lambda: live.snapshot(cfg),
+                         readings=Readings, actuator=live.SlurmActuator(cfg), state_dir=state,
+                         completing_wait_s=30)
+    assert [o.status for o in res.outcomes] == ["done"], res.as_dict()
+    events = [e.event for e in Journal(state / "journal.jsonl").entries()]
+    assert "wait:completing" in events, events
+    assert events.index("wait:completing") < events.index("step:start_now")
+    after = wait_job(cfg, job_id, lambda j: j.running, timeout_s=60)
+    assert after.gpus == 2
+
+
+def test_job_held_after_a_done_resize_is_released_by_the_next_pass(localcluster, tmp_path):
+    """What Slurm does to a job whose relaunch failed (requeued held, priority 0) is undone by
+    the next pass, with one line; once it runs, the job is no longer checked."""
+    cfg = localcluster.config()
+    opts = ["--output=/dev/null", f"--chdir={tmp_path}", "-J", "held-after", "--gres=gpu:1"]
+    job_id = actions.submit(opts, SLEEP, cfg)
+    wait_job(cfg, job_id, lambda j: j.running)
+    state = Path(tmp_path) / "state"
+
+    def one_pass(policy):
+        return reconcile_pass(policy=policy, snapshot=lambda: live.snapshot(cfg),
+                              readings=Readings, actuator=live.SlurmActuator(cfg),
+                              state_dir=state)
+
+    assert [o.status for o in one_pass(ResizeTo(job_id, 2)).outcomes] == ["done"]
+    wait_job(cfg, job_id, lambda j: j.running and j.gpus == 2, timeout_s=60)
+    actions.requeue_hold(job_id, cfg)                 # held again, as after a failed launch
+    assert actions.job_now(job_id, cfg).held
+    res = one_pass(SlurmDefault())
+    assert [(o.status, o.action.job_id) for o in res.outcomes] == [("released", job_id)]
+    assert "held (Reason=" in res.outcomes[0].detail
+    after = wait_job(cfg, job_id, lambda j: j.running, timeout_s=60)
+    assert after.gpus == 2 and not actions.job_now(job_id, cfg).held
+    assert one_pass(SlurmDefault()).outcomes == []    # running again: settled
+    assert Journal(state / "journal.jsonl").touched(("resize",)) == []
