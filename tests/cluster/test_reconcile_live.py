@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,31 @@ def test_job_held_after_a_done_resize_is_released_by_the_next_pass(localcluster,
     assert after.gpus == 2 and not actions.job_now(job_id, cfg).held
     assert one_pass(SlurmDefault()).outcomes == []    # running again: settled
     assert Journal(state / "journal.jsonl").touched(("resize",)) == []
+
+
+def test_job_the_requeue_ended_and_slurmctld_forgot_is_said_lost_on_every_pass(localcluster,
+                                                                               tmp_path):
+    """A resize whose requeue slurmctld lost, and whose SIGTERM ended the job: once slurmctld
+    has forgotten the job (MinJobAge), only the accounting tells; every pass says so."""
+    cfg = localcluster.config()
+    opts = ["--output=/dev/null", f"--chdir={tmp_path}", "-J", "lost", "--gres=gpu:1"]
+    # its processes end by SIGTERM a few seconds after the action began, as by a lost requeue
+    job_id = actions.submit(opts, "#!/bin/bash\nsleep 5\nkill -TERM $$\nsleep 600\n", cfg)
+    wait_job(cfg, job_id, lambda j: j.running)
+    state = Path(tmp_path) / "state"
+    journal = Journal(state / "journal.jsonl")
+    action = Action("resize", job_id, "resize-test", gpus=2, why="test")
+    journal.write("a1", "begin", action)
+    journal.write("a1", "step:requeue_hold", action)
+    journal.write("a1", "failed", action, "set_gpus: slurmctld down")
+    deadline = time.monotonic() + 90                  # MinJobAge=10 on the local cluster
+    while actions.job_now(job_id, cfg) is not None:
+        assert time.monotonic() < deadline, actions.job_now(job_id, cfg)
+        time.sleep(1)
+    assert actions.job_ended(job_id, cfg)[:2] == ("FAILED", "0:15")
+    for _ in range(2):
+        res = reconcile_pass(policy=SlurmDefault(), snapshot=lambda: live.snapshot(cfg),
+                             readings=Readings, actuator=live.SlurmActuator(cfg),
+                             state_dir=state)
+        lost = [w for w in res.warnings if f"job {job_id} lost" in w]
+        assert len(lost) == 1 and f"sacct -j {job_id} --batch-script" in lost[0], res.warnings
