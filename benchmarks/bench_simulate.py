@@ -8,13 +8,15 @@ Usage::
 
     python benchmarks/bench_simulate.py --trace ../shared/data/traces/philly/philly-2017-09-10.csv \\
         [--policies eaco,slurm-default] [--class-mixes all,eaco-paper] [--shapes 64x8,32x8] \\
-        [--concat 4] [--repeat 1] [--trace-format philly|canonical|pollux]
+        [--concat 4] [--repeat 1] [--trace-format philly|canonical|pollux] [--gpu-types V100,H100]
 
 Default trace: the built-in 1,000-job slice. ``--concat N`` adds the trace repeated N times
 back to back (each copy shifted by the trace's span: about 211,000 jobs for the Sep-Oct trace
 with N = 4) on the first shape (Philly traces only). Policies default to every registered name
 but aliases. ``--class-mixes``: comma-separated mixes, each a named mix (all, eaco-paper) or
-classes joined with ``+`` (``alexnet+vgg16``).
+classes joined with ``+`` (``alexnet+vgg16``). ``--gpu-types``: the GPU model of every GPU
+(any catalogued model: V100, A100, H100, ...), one column per model and shape. A second table
+gives each cell's energy (kWh) and, where slurm-default ran, its ratio to slurm-default's.
 Goal: every cell at least 2,000 jobs/s and under 1 GB peak RSS.
 """
 
@@ -31,7 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from slurm_plugin.errors import CommandError, InputError  # noqa: E402
+from slurm_plugin.errors import CommandError, ConfigError, InputError  # noqa: E402
+from slurm_plugin.physics.constants import gpu_constants  # noqa: E402
 from slurm_plugin.physics.classes import class_mix  # noqa: E402
 from slurm_plugin.policy.registry import policy_names  # noqa: E402
 from slurm_plugin.proc import run  # noqa: E402
@@ -51,12 +54,13 @@ from slurm_plugin.sim.run import Inputs, simulate
 a = json.loads(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 inputs = Inputs(Path(a["trace"]), a["trace_format"],
-                ClusterSpec(nodes=a["nodes"], gpus_per_node=a["gpus_per_node"]), "GB",
+                ClusterSpec(nodes=a["nodes"], gpus_per_node=a["gpus_per_node"],
+                            gpu_type=a["gpu_type"]), "GB",
                 class_mix=class_mix(a["class_mix"]))
 r = simulate(inputs, a["policy"])
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"jobs": r["jobs"], "unfinished": r.get("unfinished_jobs", 0), "wall_s": wall,
-                  "cpu_s": cpu,
+                  "cpu_s": cpu, "energy_kwh": r["energy_kwh"], "avg_jct_s": r["avg_jct_s"],
                   "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -78,9 +82,11 @@ def concatenated(trace: Path, copies: int, out_dir: Path) -> Path:
     return out
 
 
-def one(trace: Path, fmt: str, nodes: int, gpn: int, policy: str, mix: str) -> dict:
+def one(trace: Path, fmt: str, nodes: int, gpn: int, policy: str, mix: str,
+        gpu_type: str = "V100") -> dict:
     cfg = json.dumps({"trace": str(trace), "trace_format": fmt, "nodes": nodes,
-                      "gpus_per_node": gpn, "policy": policy, "class_mix": mix})
+                      "gpus_per_node": gpn, "policy": policy, "class_mix": mix,
+                      "gpu_type": gpu_type})
     try:
         out = run([sys.executable, "-c", _CHILD, cfg], timeout_s=3600, cwd=str(ROOT))
     except CommandError as exc:     # the child's last line (its error), not its traceback
@@ -102,7 +108,16 @@ def main() -> int:
     ap.add_argument("--concat", type=nonneg_int, default=0,
                     help="also the trace N times back to back (N >= 2; 0: not)")
     ap.add_argument("--repeat", type=positive_int, default=1, help="runs per cell (median jobs/s)")
+    ap.add_argument("--gpu-types", default="V100",
+                    help="comma-separated GPU models of the cluster (any catalogued: V100, A100, "
+                         "H100, ...; wattctl gpu-models), one column each")
     args = ap.parse_args()
+    gpu_types = [t.strip() for t in args.gpu_types.split(",")]
+    for gt in gpu_types:
+        try:
+            gpu_constants(gt)
+        except ConfigError as exc:
+            ap.error(f"--gpu-types {args.gpu_types}: {gt!r}: {exc.fix}")
     try:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     except ValueError:
@@ -134,21 +149,26 @@ def main() -> int:
         if not read_trace(args.trace, args.trace_format):
             ap.error(f"--trace {args.trace}: no jobs in it")
     with tempfile.TemporaryDirectory() as tmp:
-        traces = [(args.trace, n, g, f"{args.trace.stem} {n}x{g}") for n, g in shapes]
+        named = gpu_types != ["V100"]
+        traces = [(args.trace, n, g, gt, f"{args.trace.stem} {n}x{g}" + (f" {gt}" if named else ""))
+                  for n, g in shapes for gt in gpu_types]
         most_rss = 0.0
         if args.concat > 1:
             big = concatenated(args.trace, args.concat, Path(tmp))
             n, g = shapes[0]
-            traces.append((big, n, g, f"{args.trace.stem} x{args.concat} {n}x{g}"))
+            traces += [(big, n, g, gt, f"{args.trace.stem} x{args.concat} {n}x{g}"
+                        + (f" {gt}" if named else "")) for gt in gpu_types]
         cols = [label for *_, label in traces]
         rows = []
+        energy: dict[tuple[str, str, str], float] = {}    # (policy, mix, column) -> kWh
         worst = None
         for policy in args.policies.split(","):
             for mix in mixes:
                 cells = []
-                for path, n, g, label in traces:
-                    runs = [one(path, args.trace_format, n, g, policy, mix.replace("+", ","))
+                for path, n, g, gt, label in traces:
+                    runs = [one(path, args.trace_format, n, g, policy, mix.replace("+", ","), gt)
                             for _ in range(args.repeat)]
+                    energy[(policy, mix, label)] = runs[0]["energy_kwh"]
                     wall = statistics.median(r["wall_s"] for r in runs)
                     cpu = statistics.median(r["cpu_s"] for r in runs)
                     rate = runs[0]["jobs"] / wall
@@ -160,12 +180,22 @@ def main() -> int:
                     print(f"{policy:16} {mix:{mw}} {label:28} {runs[0]['jobs']:>7} jobs "
                           f"{wall:7.1f} s {rate:8,.0f} jobs/s ({runs[0]['jobs'] / cpu:,.0f} per "
                           f"CPU-second) peak RSS {rss:5.0f} MiB "
-                          f"unfinished {runs[0]['unfinished']}", file=sys.stderr, flush=True)
+                          f"unfinished {runs[0]['unfinished']} energy "
+                          f"{runs[0]['energy_kwh']:,.0f} kWh avg JCT "
+                          f"{runs[0]['avg_jct_s']:,.0f} s", file=sys.stderr, flush=True)
                 rows.append((policy, mix, cells))
     print("jobs/s and peak RSS per policy x class mix x trace (cluster nodes x GPUs)")
-    print(f"{'policy':16} {'class mix':{mw}}" + "".join(f" {c:>28}" for c in cols))
+    print(f"{'policy':16} {'class mix':{mw}}" + "".join(f" {c:>30}" for c in cols))
     for policy, mix, cells in rows:
-        print(f"{policy:16} {mix:{mw}}" + "".join(f" {c:>28}" for c in cells))
+        print(f"{policy:16} {mix:{mw}}" + "".join(f" {c:>30}" for c in cells))
+    print("energy kWh (x slurm-default's, same column and class mix)")
+    print(f"{'policy':16} {'class mix':{mw}}" + "".join(f" {c:>30}" for c in cols))
+    for policy, mix, _ in rows:
+        out = []
+        for c in cols:
+            kwh, base = energy[(policy, mix, c)], energy.get(("slurm-default", mix, c))
+            out.append(f"{kwh:,.0f}" + (f" ({kwh / base:.3f}x)" if base else ""))
+        print(f"{policy:16} {mix:{mw}}" + "".join(f" {c:>30}" for c in out))
     if worst:
         print(f"slowest: {worst[0]:,.0f} jobs/s ({worst[1]}, {worst[2]}, {worst[3]}), "
               f"peak RSS up to {worst[4]:.0f} MiB")

@@ -21,6 +21,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("history", "history"),
     ("report", "report"),
     ("profile_gpus", "profile_gpus"),
+    ("gpu_models", "gpu_models"),
 ]
 
 

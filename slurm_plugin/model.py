@@ -258,6 +258,9 @@ class GpuReading:
     power_limit_w: float
     taken_s: float
     residents: tuple[Resident, ...] = ()   # jobs on the GPU, where the source knows them
+    # the GPU's model where the source knows it: its catalogue entry (NVML: from the board's
+    # name), else the name the board gave when it is not catalogued; "" unknown
+    model: str = ""
 
 
 @record

@@ -15,15 +15,15 @@ from ..telemetry.influx import InfluxClient
 
 
 def _ledger(cfg, client: InfluxClient) -> Ledger:
-    """The per-job energy ledger of this node, with CO2 from the site's carbon zone."""
-    from ..physics import idle_power_w
+    """The per-job energy ledger of this node, with CO2 from the site's carbon zone. The GPUs'
+    model is what NVML names each board, else ``node.gpu_model``; a model the catalogue lacks
+    is one warning, never an error (the readings need no model)."""
     from ..telemetry.carbon import provider_from_config
 
     warn = lambda m: click.echo(f"wattbatch collector: warning: {m}", err=True)  # noqa: E731
-    model = cfg["node.gpu_model"]
-    return Ledger(cfg["node.state_dir"], idle_power_w(model), model,
+    return Ledger(cfg["node.state_dir"], None, cfg["node.gpu_model"],
                   CachedIntensity(provider_from_config(cfg, client), warn=warn,
-                                  max_age_s=cfg["carbon.max_age_s"]))
+                                  max_age_s=cfg["carbon.max_age_s"]), warn=warn)
 
 
 @click.command("collect")

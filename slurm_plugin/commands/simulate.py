@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..config import load as load_config
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..physics.classes import class_mix
 from ..sim.carbon import load_carbon
 from ..sim.cluster import ClusterSpec, load_cluster
@@ -132,7 +132,9 @@ def _check_plot(path: Path) -> None:
                    "(Pollux workload files; elastic jobs, docs/elastic.md).")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes  [default: 64]")
 @click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs per node  [default: 8]")
-@click.option("--gpu-type", default=None, help="GPU model with fitted physics  [default: V100]")
+@click.option("--gpu-type", default=None,
+              help="GPU model of every GPU: any catalogued model, by name, NVML name or alias "
+                   "(V100, A100, H100, ...; `wattctl gpu-models` lists them)  [default: V100]")
 @click.option("--cluster", "cluster_file", type=click.Path(path_type=Path), default=None,
               help="Cluster TOML ([cluster] nodes, gpus_per_node, gpu_type, shards_per_gpu, "
                    "node_base_power_w, backfill_depth, bf_interval_s, sched_interval_s, "
@@ -224,6 +226,12 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     else:
         spec = ClusterSpec(nodes=nodes or 64, gpus_per_node=gpus_per_node or 8,
                            gpu_type=gpu_type or "V100")
+        if gpu_type is not None:
+            try:
+                spec.resolved()
+            except ConfigError as exc:
+                raise click.BadParameter(f"{gpu_type!r}: {exc.fix}",
+                                         param_hint="'--gpu-type'") from None
     spec.resolved()
     mix = class_mix(mix_spec)
     cfg = load_config()

@@ -65,11 +65,13 @@ def _reset_caps(cfg: config.SiteConfig, node: str, job_id: str) -> None:
     """The job's GPUs back to what the node's other jobs ask (the board's default when none
     asks a cap): at once, not at the collector's next refresh."""
     from ..telemetry.nvml import Nvml
-    from .power_cap import apply_caps, desired_caps, node_jobs
+    from .power_cap import apply_caps, desired_caps, model_clamped, node_jobs
+    from .source import nvml_model
     try:
         with Nvml() as nvml:
-            failed = apply_caps(nvml, desired_caps(node_jobs(cfg, node), node,
-                                                   range(nvml.count()), leaving=job_id))
+            desired = desired_caps(node_jobs(cfg, node), node, range(nvml.count()),
+                                   leaving=job_id, gpu_model="")
+            failed = apply_caps(nvml, model_clamped(desired, lambda i: nvml_model(nvml, i)))
     except WattError as exc:
         failed = [f"power caps not reset: {exc}"]
     for line in failed:

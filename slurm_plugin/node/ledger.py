@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..model import GpuReading
-from ..physics import job_class
-from ..errors import InputError
+from ..physics import idle_power_w, job_class
+from ..errors import ConfigError, InputError
 from ..telemetry.carbon import is_stale
 from .split import SoloRate, split_interval
 
@@ -61,26 +61,52 @@ def _write(path: Path, data: dict) -> None:
 
 
 def _class_rate(app: str, model: str) -> float | None:
-    """Watts per utilisation point of a workload class (solo, one GPU)."""
+    """Watts per utilisation point of a workload class (solo, one GPU) on ``model``; None for
+    an unknown class or a model that is not catalogued."""
     if not app:
         return None
     try:
         c = job_class(app)
-    except InputError:
+        util = c.util_at(1)
+        return c.dynamic_power_at(1, model) / util if util > 0 else None
+    except (InputError, ConfigError):
         return None
-    util = c.util_at(1)
-    return c.dynamic_power_at(1, model) / util if util > 0 else None
 
 
 class Ledger:
-    """The collector's running split of GPU energy between jobs."""
+    """The collector's running split of GPU energy between jobs.
 
-    def __init__(self, state_dir: str | os.PathLike, idle_w: float, gpu_model: str = "V100",
-                 intensity: Callable[[float], float | None] = lambda t: None) -> None:
+    A GPU's model is the reading's (``GpuReading.model``: NVML names the board) or else
+    ``gpu_model`` (the site's ``node.gpu_model``, whose idle power is ``idle_w``; None: the
+    model's own). A model that is not catalogued is said once through ``warn``: that GPU's
+    energy is still charged, split between sharing jobs by their utilisation alone (no idle
+    share, no class rates)."""
+
+    def __init__(self, state_dir: str | os.PathLike, idle_w: float | None,
+                 gpu_model: str = "V100",
+                 intensity: Callable[[float], float | None] = lambda t: None,
+                 warn: Callable[[str], None] = lambda m: None) -> None:
         self.state_dir = Path(state_dir)
-        self.idle_w, self.gpu_model, self.intensity = idle_w, gpu_model, intensity
+        self.gpu_model, self.intensity, self.warn = gpu_model, intensity, warn
         self.solo = SoloRate()
         self.last: dict[str, list[float]] = {}
+        self._idle: dict[str, float] = {} if idle_w is None else {gpu_model: idle_w}
+        self.idle_w = self.idle_of(gpu_model, " (node.gpu_model)") if idle_w is None else idle_w
+
+    def idle_of(self, model: str, where: str = "") -> float:
+        """Idle power of a GPU of ``model`` (0 W, said once, for one not catalogued)."""
+        idle = self._idle.get(model)
+        if idle is None:
+            try:
+                idle = idle_power_w(model)
+            except ConfigError as exc:
+                idle = 0.0
+                self.warn(f"GPU model {model!r}{where}: {exc.fix}; its power, energy and "
+                          "utilisation are recorded as measured, and its energy is split "
+                          "between the jobs sharing it by their utilisation alone (no idle "
+                          "share, no class rates)")
+            self._idle[model] = idle
+        return idle
 
     def update(self, readings: Iterable[GpuReading]) -> dict[str, float]:
         """Charge every GPU's energy since the last pass to its jobs; returns job -> J added.
@@ -102,20 +128,22 @@ class Ledger:
             t0, e0 = self.last.get(key, (r.taken_s, r.energy_j))
             self.last[key] = [r.taken_s, r.energy_j]
             dt, de = r.taken_s - t0, r.energy_j - e0
+            model = r.model or self.gpu_model
+            idle_w = self.idle_of(model, f" ({r.node} GPU {r.index})")
             if not r.residents or dt <= 0 or dt > MAX_INTERVAL_S or de < 0:
                 continue
             if len(r.residents) == 1:
                 res = r.residents[0]
                 if res.util_pct is not None:
-                    self.solo.observe(res.job_id, r.power_w, self.idle_w, res.util_pct)
+                    self.solo.observe(res.job_id, r.power_w, idle_w, res.util_pct)
             rates, methods = {}, {}
             for res in r.residents:
                 solo = self.solo.get(res.job_id)
-                cls = _class_rate(res.app, self.gpu_model)
+                cls = _class_rate(res.app, model)
                 rates[res.job_id] = solo or cls or 1.0
                 methods[res.job_id] = "util-solo" if solo else "util-class" if cls else "util"
             shares = split_interval(
-                de, dt, self.idle_w, {x.job_id: x.shares for x in r.residents},
+                de, dt, idle_w, {x.job_id: x.shares for x in r.residents},
                 {x.job_id: x.util_pct for x in r.residents if x.util_pct is not None},
                 rates, methods)
             intensity = self.intensity(r.taken_s)

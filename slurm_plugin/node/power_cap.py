@@ -9,24 +9,46 @@ highest of their caps. A job can thus slow only itself: a cap it asks for never 
 under a co-located job that asked for none, or for a higher one.
 
 Where a limit cannot be set (no permission, a board without a settable limit), the failure is
-reported on stderr by the collector and the GPU keeps its limit: never fatal.
+reported on stderr by the collector and the GPU keeps its limit: never fatal. A cap is moved
+into the settable range of the GPU's model (the catalogue's, for the model NVML names) and
+then into the board's own range (NVML's limit constraints).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from ..errors import WattError
+from ..errors import ConfigError, WattError
 from ..model import Gpu, Job
 from ..physics import clamp_cap_w
 
 
 def gpu_cap_w(caps_w: Iterable[float | None], gpu_model: str = "V100") -> float | None:
-    """The limit of a GPU whose running jobs ask for ``caps_w`` (None: that job asks none)."""
+    """The limit of a GPU whose running jobs ask for ``caps_w`` (None: that job asks none),
+    moved into ``gpu_model``'s settable range ("": as asked; ``apply_caps`` keeps it within
+    the board's own range)."""
     caps = list(caps_w)
     if not caps or any(c is None for c in caps):
         return None
+    if not gpu_model:
+        return max(caps)                               # type: ignore[type-var]
     return clamp_cap_w(max(caps), gpu_model)          # type: ignore[type-var]
+
+
+def model_clamped(desired: Mapping[int, float | None],
+                  model_of: Callable[[int], str]) -> dict[int, float | None]:
+    """Each GPU's cap moved into the settable range of its model (``model_of(index)``, any
+    catalogued name); a GPU of no catalogued model keeps the cap asked (``apply_caps`` then
+    keeps it within the board's own NVML range)."""
+    out: dict[int, float | None] = {}
+    for index, cap in desired.items():
+        if cap is not None:
+            try:
+                cap = clamp_cap_w(cap, model_of(index))
+            except ConfigError:
+                pass
+        out[index] = cap
+    return out
 
 
 def caps_of(gpu: Gpu, jobs: Mapping[str, Job]) -> float | None:

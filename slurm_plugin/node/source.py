@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Protocol
 from ..errors import ConfigError, TelemetryError, WattError
 from ..model import GpuReading, Resident
 from ..telemetry.nvml import Nvml, job_of_pid
-from .power_cap import apply_caps, desired_caps, node_jobs
+from .power_cap import apply_caps, desired_caps, model_clamped, node_jobs
 
 
 class GpuSource(Protocol):
@@ -31,9 +31,31 @@ def node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".", 1)[0]
 
 
+def catalogued(name: str) -> str:
+    """The catalogue entry a GPU name means (``"NVIDIA H100 80GB HBM3"`` ->
+    ``"H100-80GB-HBM3"``), or "" when the catalogue has no such model."""
+    from ..physics.constants import catalogue_entry
+    try:
+        return catalogue_entry(name) if name else ""
+    except ConfigError:
+        return ""
+
+
+def nvml_model(nvml: Any, index: int) -> str:
+    """GPU ``index``'s model from its NVML name (``nvmlDeviceGetName``): the catalogue entry,
+    else the name itself when it is not catalogued; "" when NVML gives no name."""
+    try:
+        name = nvml.name(index).strip()
+    except (TelemetryError, AttributeError):     # a source that cannot name its boards
+        return ""
+    return catalogued(name) or name
+
+
 class NvmlSource:
     """GPUs read through NVML. Where the GPU has no energy counter (before Volta), energy is
-    integrated from power between reads of this source."""
+    integrated from power between reads of this source. Each GPU's model is read once from its
+    NVML name (``model``): it sets the range its power cap is moved into and goes with each
+    reading (``GpuReading.model``); a model not in the catalogue changes nothing measured."""
 
     def __init__(self, node: str, nvml: Nvml | None = None,
                  clock: Callable[[], float] = time.time,
@@ -46,6 +68,14 @@ class NvmlSource:
         self._caps, self._cap_refresh_s, self._caps_at_s = caps, cap_refresh_s, None
         self._seen_us: dict[int, int] = {}
         self._integrated: dict[int, tuple[float, float, float]] = {}  # index -> (t, power, energy)
+        self._models: dict[int, str] = {}
+
+    def model(self, index: int) -> str:
+        """GPU ``index``'s model (``nvml_model``), read once: a board does not change."""
+        m = self._models.get(index)
+        if m is None:
+            m = self._models[index] = nvml_model(self.nvml, index)
+        return m
 
     def _energy_j(self, index: int, power_w: float, now_s: float) -> float:
         try:
@@ -77,7 +107,8 @@ class NvmlSource:
             return
         self._caps_at_s = now_s
         try:
-            failed = apply_caps(self.nvml, self._caps(range(self.nvml.count())))
+            failed = apply_caps(self.nvml, model_clamped(self._caps(range(self.nvml.count())),
+                                                         self.model))
         except WattError as exc:
             failed = [f"power caps not read: {exc}"]
         for line in failed:
@@ -95,7 +126,7 @@ class NvmlSource:
                                   util_pct=self.nvml.util_pct(i),
                                   mem_used_mib=self.nvml.mem_used_mib(i),
                                   power_limit_w=self.nvml.power_limit_w(i), taken_s=now_s,
-                                  residents=self.residents(i)))
+                                  residents=self.residents(i), model=self.model(i)))
         return out
 
 
@@ -107,7 +138,9 @@ def _emulated(node: str, cfg: Any) -> GpuSource:
 
 
 def _nvml(node: str, cfg: Any) -> GpuSource:
-    return NvmlSource(node, caps=lambda indexes: desired_caps(node_jobs(cfg, node), node, indexes),
+    # caps as the jobs ask; the source moves each into its GPU's model's range
+    return NvmlSource(node, caps=lambda indexes: desired_caps(node_jobs(cfg, node), node, indexes,
+                                                              gpu_model=""),
                       cap_refresh_s=cfg["node.cap_refresh_s"])
 
 

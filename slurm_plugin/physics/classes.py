@@ -1,4 +1,6 @@
 """Job classes: measured V100 trainings with memory, utilisation, power and GPU-count scaling.
+On another GPU model a class keeps its utilisation, memory and speed, and its power follows
+that model's power curve (``JobClass.power_at``; docs/physics.md, "Other GPU models").
 
 Each class is one training of the Haghshenas nvidia-smi logs. A trace job without an ``app``
 gets a class with ``assign_class``: uniform over the class names of a workload mix (all the
@@ -15,6 +17,10 @@ from functools import lru_cache
 
 from ..errors import InputError
 from .constants import constants, gpu_constants
+
+# The GPU model every class was measured on (the Haghshenas logs: SXM2 V100s, physics.json's
+# "V100"); on another model a class keeps its utilisation, memory and step time (docs/physics.md).
+CLASS_GPU = "V100"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +41,21 @@ class JobClass:
         return min(100.0, max(0.5, self.util_pct * (max(1, gpus) / self.measured_gpus) ** e))
 
     def power_at(self, gpus: int, model: str = "V100") -> float:
-        """Per-GPU power on ``gpus`` GPUs: the dynamic part scales with utilisation."""
-        idle = gpu_constants(model)["idle_power_w"]
-        return idle + (self.power_w - idle) * self.util_at(gpus) / self.util_pct
+        """Per-GPU power on ``gpus`` GPUs of ``model``: the dynamic part scales with utilisation.
+
+        On another model than the one the class was measured on (``CLASS_GPU``), the class's
+        measured dynamic power is scaled by the ratio of the two models' power curves at the
+        class's utilisation ``u``: ``dyn_m(u) / dyn_ref(u)`` with ``dyn(u) = dynamic_power_w *
+        (u/100) ** util_gamma`` (the utilisation through that model's curve, keeping the class's
+        measured offset from the reference curve as a ratio), at most the model's top limit."""
+        c = gpu_constants(model)
+        ref = gpu_constants(CLASS_GPU)
+        if c is ref:
+            idle = c["idle_power_w"]
+            return idle + (self.power_w - idle) * self.util_at(gpus) / self.util_pct
+        u = self.util_at(gpus)
+        dyn = (self.power_w - ref["idle_power_w"]) * u / self.util_pct
+        return min(c["max_power_w"], c["idle_power_w"] + dyn * curve_ratio(c, ref, u))
 
     def dynamic_power_at(self, gpus: int, model: str = "V100") -> float:
         return self.power_at(gpus, model) - gpu_constants(model)["idle_power_w"]
@@ -48,6 +66,13 @@ class JobClass:
         if t:
             return t[min(max(1, gpus), len(t)) - 1]
         return max(1, gpus) ** self.scaling_alpha
+
+
+def curve_ratio(c: dict, ref: dict, util_pct: float) -> float:
+    """Dynamic power of the curve of constants ``c`` over that of ``ref`` at ``util_pct``."""
+    u = max(1e-9, min(100.0, util_pct)) / 100.0
+    return (c["dynamic_power_w"] / ref["dynamic_power_w"]) * u ** (c["util_gamma"]
+                                                                    - ref["util_gamma"])
 
 
 @lru_cache(maxsize=1)

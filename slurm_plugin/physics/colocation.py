@@ -4,6 +4,11 @@ Pairs measured on a V100 (Gavel physical-cluster throughputs, PAL norm_speed.csv
 measured; other pairs use the fitted utilisation model
 ``slowdown_a = 1 + k * (u_b / 100) * max(0, (u_a + u_b) / 100 - t)``. With three or more jobs,
 a job's slowdown is ``1 + sum`` of its pairwise excess slowdowns. See docs/physics.md.
+
+The slowdowns are the same on every GPU model: no pair was measured on another model, and the
+catalogue (docs/gpu-models.md) carries the V100's pairs and interference over to every entry
+unchanged (a unit test holds them equal; a model with its own pairs would need the model passed
+here). A shared GPU's utilisation and power use its model's own constants.
 """
 
 from __future__ import annotations

@@ -122,15 +122,25 @@ class ConfigModel:
     reference_local_batch: int
 
     def cap_fit(self, gpu_model: str) -> CapFit:
+        """The cap curve on ``gpu_model``: this workload's own sweep on it, else the median
+        Perseus curve of that model; a catalogued model without either takes those of the
+        fitted model of its chip (``fitted_cap_gpu``: A100-SXM4-80GB -> A100)."""
+        fit = self._cap_fit(gpu_model)
+        if fit is None:
+            chip_gpu = fitted_cap_gpu(gpu_model)
+            fit = self._cap_fit(chip_gpu) if chip_gpu else None
+        if fit is not None:
+            return fit
+        raise ConfigError("physics", "gpu_type", gpu_model,
+                          f"no power-cap model for workload {self.name!r}; fitted GPU models: "
+                          f"{', '.join(sorted(set(self.caps) | set(_gpu_cap_fits())))}"
+                          " (and the catalogued models of their chips)")
+
+    def _cap_fit(self, gpu_model: str) -> CapFit | None:
         for name, fit in self.caps.items():
             if name.lower() == gpu_model.lower():
                 return fit
-        other = _gpu_cap_fits().get(gpu_model.upper())
-        if other is not None:
-            return other
-        raise ConfigError("physics", "gpu_type", gpu_model,
-                          f"no power-cap model for workload {self.name!r}; fitted GPU models: "
-                          f"{', '.join(sorted(set(self.caps) | set(_gpu_cap_fits())))}")
+        return _gpu_cap_fits().get(gpu_model.upper())
 
     def _nodes(self, gpus: int, gpus_per_node: int) -> int:
         return max(1, math.ceil(gpus / max(1, gpus_per_node)))
@@ -211,6 +221,28 @@ def _gpu_cap_fits() -> dict[str, CapFit]:
         if fits:
             out[gpu.upper()] = _cap(fits[len(fits) // 2])
     return out
+
+
+@lru_cache(maxsize=256)
+def fitted_cap_gpu(gpu_model: str) -> str | None:
+    """The GPU model with cap sweeps (Zeus per workload, Perseus) whose chip a catalogued
+    ``gpu_model`` has (docs/gpu-models.md: a constant carries over from the same chip), e.g.
+    ``"V100-PCIE-16GB"`` -> ``"V100"``, ``"A100-SXM4-80GB"`` -> ``"A100"``; None for a name
+    not catalogued or a chip nothing was swept on (GH100, AD102)."""
+    from .gpu_models import lookup
+    try:
+        chip = lookup(gpu_model).chip
+    except ConfigError:
+        return None
+    fitted = {g for body in _file()["workloads"].values() for g in body["caps"]}
+    fitted |= {g.upper() for g in _file().get("gpu_caps", {})}
+    for name in sorted(fitted):
+        try:
+            if lookup(name).chip == chip:
+                return name
+        except ConfigError:
+            continue          # a swept model outside the catalogue (RTX6000, P100)
+    return None
 
 
 @lru_cache(maxsize=None)

@@ -1,4 +1,6 @@
-"""Load the fitted constants shipped in ``slurm_plugin/data/physics.json`` (stdlib only)."""
+"""Load the fitted constants shipped in ``slurm_plugin/data/physics.json`` (stdlib only), and
+the per-GPU-model constants of any catalogued model (``data/gpu_models.json``, docs/gpu-models.md)
+under the same keys."""
 
 from __future__ import annotations
 
@@ -8,8 +10,15 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..resources import data_dir
+from .gpu_models import lookup
 
 PHYSICS_FILE = "physics.json"
+# The catalogue entry that is physics.json's "V100" (the measured board: every constant of it
+# there is physics.json's; a unit test holds them equal).
+REFERENCE_ENTRY = "V100-SXM2-32GB"
+# The catalogue constants a model's dict carries, under physics.json's keys.
+MODEL_KEYS = ("idle_power_w", "dynamic_power_w", "util_gamma", "cap_beta", "max_power_w",
+              "min_power_cap_w", "memory_mib")
 
 
 @lru_cache(maxsize=1)
@@ -24,16 +33,36 @@ def constants() -> dict[str, Any]:
                           "regenerate it with scripts/refit_physics.py") from None
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def gpu_constants(model: str) -> dict[str, Any]:
-    """Constants of one GPU model, e.g. ``"V100"`` (case-insensitive; remembered per spelling:
-    the simulator asks about a million times a run)."""
+    """Constants of one GPU model: ``idle_power_w``, ``dynamic_power_w``, ``util_gamma``,
+    ``cap_beta``, ``max_power_w``, ``min_power_cap_w``, ``memory_mib``.
+
+    ``model`` is a name of physics.json (``"V100"``, any case) or any catalogued name: an entry,
+    an NVML name or an alias, in any case (``"H100"``, ``"NVIDIA A100-SXM4-80GB"``). The
+    V100 (and every spelling of its entry, V100-SXM2-32GB) gives physics.json's own dict; any
+    other model its catalogue values. An unknown name is a ConfigError naming it and listing
+    the close names. Remembered per spelling: the simulator asks about a million times a run."""
     models = constants()["gpu_models"]
     for name, body in models.items():
         if name.lower() == model.lower():
             return body
-    raise ConfigError("physics", "gpu_type", model,
-                      f"no fitted power model; fitted models: {', '.join(sorted(models))}")
+    try:
+        entry = lookup(model)
+    except ConfigError as exc:
+        raise ConfigError("physics", "gpu_type", model, exc.fix) from None
+    if entry.name == REFERENCE_ENTRY:
+        return models["V100"]
+    return {k: getattr(entry, k) for k in MODEL_KEYS}
+
+
+def catalogue_entry(model: str) -> str:
+    """The catalogue entry a model name means (``"V100"`` -> ``"V100-SXM2-32GB"``); a
+    ConfigError as ``gpu_constants``'s for an unknown one."""
+    try:
+        return lookup(model).name
+    except ConfigError as exc:
+        raise ConfigError("physics", "gpu_type", model, exc.fix) from None
 
 
 def node_constants() -> dict[str, Any]:

@@ -4,8 +4,9 @@ The simulator (and the emulated GPUs) apply a cap through this; GreenFlow's pred
 same mapping (``policy/greenflow/predict.py``): the class's measured power level
 (``JobClass.power_at``) is the uncapped draw, the cap is moved onto the configuration model's
 power scale by the ratio of the two, and the model's time and power ratios under that cap are
-applied to the class. A class without a configuration model falls back to the generic fit of
-``power.py`` (``cap_slowdown``, ``capped_power_w``).
+applied to the class. A class without a configuration model, or a GPU model whose chip has no
+cap sweep (H100, H200, L40S: ``config_model.fitted_cap_gpu``), falls back to the generic fit of
+``power.py`` (``cap_slowdown``, ``capped_power_w``) with the GPU model's own constants.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def capped_job(job_class_name: str, gpus: int, power_cap_w: float | None,
         return level_w, 1.0
     try:
         model = class_config_model(job_class_name).model
+        model.cap_fit(gpu_model)
     except ConfigError:
         return capped_power_w(level_w, cap_w, gpu_model), cap_slowdown(level_w, cap_w, gpu_model)
     batch = max(1, gpus) * model.reference_local_batch

@@ -4,7 +4,7 @@
 [cluster]
 nodes = 64
 gpus_per_node = 8
-gpu_type = "V100"
+gpu_type = "V100"           # any catalogued GPU model (`wattctl gpu-models`): "A100", "H100", ...
 shards_per_gpu = 4          # shards a GPU offers for sharing (0: no sharing)
 node_base_power_w = 400.0   # default from the fitted physics
 backfill_depth = 100        # Slurm bf_max_job_test
@@ -76,7 +76,8 @@ class ClusterSpec:
         return self.nodes * self.gpus_per_node
 
     def resolved(self) -> "ClusterSpec":
-        """Fill the physics defaults and check the GPU type has a fitted power model."""
+        """Fill the physics defaults and check the GPU type is a catalogued model (a
+        ConfigError names it and lists the close names)."""
         idle_power_w(self.gpu_type)
         return replace(
             self,

@@ -5,8 +5,9 @@ At submit, every choice of (start, GPU count, power cap) is scored by
 now, unchanged), ties going to the lower carbon, with ``w`` the carbon weight that the budget's
 state sets (``observe.py``). Starts: now, and for a deferrable job (``slack_s``, a shiftable
 partition) every forecast hour within its slack. GPU counts: the powers of two in the job's
-allowed range on one node (the requested count when it gives none). Caps: ``caps_w``, their
-power and speed from the configuration models (``physics.job_cap``). A job that starts now on a
+allowed range on one node (the requested count when it gives none). Caps: the GPU model's
+(``settings.model_caps_w``: 90 % to 40 % of its top limit), their power and speed from the
+configuration models (``physics.job_cap``) with the model's own constants. A job that starts now on a
 cluster without a queue is placed by buddy allocation and network packing (``place.py``). Its
 queue tier (``Placement.nice``) grows with its predicted GPU-time (``queue_tier``).
 
@@ -145,6 +146,7 @@ class GreenFlow:
         gpn = _gpus_per_node(ctx.cluster)
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
+        caps_w = s.caps_for(model)
         base_w = node_base_power_w()
         total = request.total_gpus
         options = []
@@ -157,7 +159,7 @@ class GreenFlow:
                 cls = job_class(request.app)
                 factor = cls.speedup(total) / cls.speedup(g)
             # no choice that its time limit may not cover: Slurm would kill the job at it
-            rows = tuple(r for r in _cap_table(request.app, g, s.caps_w, model, gpn, base_w)
+            rows = tuple(r for r in _cap_table(request.app, g, caps_w, model, gpn, base_w)
                          if factor * r[2] <= headroom * (1 + 1e-9))
             if rows:
                 options.append((g, factor, rows))
@@ -207,6 +209,7 @@ class GreenFlow:
         base_w = node_base_power_w()
         model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
             ctx.cluster.nodes[0].gpus else "V100"
+        caps_w = s.caps_for(model)
         free = None if any(j.pending and (j.begin_s is None or j.begin_s <= now)
                            for j in ctx.cluster.jobs.values()) else free_per_node(ctx.cluster)
         resizes = 0
@@ -232,7 +235,7 @@ class GreenFlow:
                         node = job.nodes[0]
                         free[node] = free.get(node, 0) + gpus - a.gpus
                         continue
-                cap = _running_cap(job.app, gpus, s.caps_w, model, gpn, base_w, round(w_now, 1))
+                cap = _running_cap(job.app, gpus, caps_w, model, gpn, base_w, round(w_now, 1))
                 if cap != job.power_cap_w:
                     actions.append(Action(kind="power_cap", job_id=job.job_id, policy=self.name,
                                           power_cap_w=cap,

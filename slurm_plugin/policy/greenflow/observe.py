@@ -45,14 +45,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
+from ...errors import ConfigError
 from ...model import Cluster, Readings
+from ...physics import max_power_w
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
 LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G, LIMIT_USE = (
     "greenflow.last_s", "greenflow.spent_g", "greenflow.period_start_s", "greenflow.weight",
     "greenflow.owed_g", "greenflow.limit_use")
-OWED_GPU_W = 250.0      # power per owed GPU while no GPU is allocated to measure it by
+OWED_GPU_W = 250.0      # power per owed GPU while no GPU is allocated to measure it by,
+                        # where the GPU model is not known (the V100's top limit)
 DEFAULT_LIMIT_S = 3600.0   # a job without a time limit is taken to need this long
 
 
@@ -132,7 +135,7 @@ def owed_gpu_s(cluster: Cluster, now_s: float, accounts=()) -> tuple[float, dict
 def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
                               node_base_power_w: float) -> float:
     """The measured power of an allocated GPU, its share of its node's base power included
-    (``OWED_GPU_W`` while no GPU is allocated or read)."""
+    (``owed_gpu_w`` while no GPU is allocated or read)."""
     total, count = 0.0, 0
     get = readings.gpus.get
     for node in cluster.nodes:
@@ -143,7 +146,16 @@ def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
                 if reading is not None:
                     total += reading.power_w + per_gpu_base_w
                     count += 1
-    return total / count if count else OWED_GPU_W
+    return total / count if count else owed_gpu_w(cluster)
+
+
+def owed_gpu_w(cluster: Cluster | None) -> float:
+    """Power per owed GPU while none is allocated: the top power limit of the cluster's GPU
+    model (``OWED_GPU_W`` where that model is not known)."""
+    try:
+        return max_power_w(cluster.nodes[0].gpus[0].model)     # type: ignore[union-attr]
+    except (AttributeError, IndexError, ConfigError):
+        return OWED_GPU_W
 
 
 def _owed_g(gpu_s: float, power_per_gpu_w: float, ci: float) -> float:
@@ -201,7 +213,7 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
         owed = min(owed, room_gpu_s)
         owed_account = {a: min(v, room_gpu_s) for a, v in owed_account.items()}
     power_per_gpu_w = power_per_allocated_gpu_w(cluster, readings, node_base_power_w) \
-        if owed else OWED_GPU_W
+        if owed else owed_gpu_w(cluster)
     points = readings.carbon_forecast
     mean_ci = sum(v for _, v in points) / len(points) if points else (ci or 0.0)
     if settings.budget_g is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -22,6 +23,9 @@ from ...errors import ConfigError
 SOURCE = "greenflow"
 DAY_S = 86400.0
 CAPS_W = (None, 225.0, 200.0, 175.0, 150.0, 125.0, 100.0)   # V100 settable range: 100-250 W
+# The caps tried on any GPU model: these shares of its top limit (V100: CAPS_W, 25 W steps from
+# 90 % to 40 % of 250 W), each moved into the model's settable range (``model_caps_w``).
+CAP_SHARES = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +36,15 @@ class GreenFlowSettings:
     accounts_g: Mapping[str, float] = field(default_factory=dict)
     zone: str = ""
     shiftable_partitions: tuple[str, ...] = ()
-    caps_w: tuple[float | None, ...] = CAPS_W
+    caps_w: tuple[float | None, ...] | None = None   # None: the GPU model's (model_caps_w)
     gain: float = 20.0                   # carbon weight per budget overspent (share of the budget)
     order_queue: bool = True             # smaller predicted GPU-time first (sbatch --nice tiers)
     restart_cost_s: float = 90.0         # checkpoint + requeue + start-up of a resized job
     resize_interval_s: float = 6 * 3600.0   # an elastic job is resized at most this often
+
+    def caps_for(self, gpu_model: str) -> tuple[float | None, ...]:
+        """The caps tried on ``gpu_model``: ``caps_w`` when given, else the model's own."""
+        return self.caps_w if self.caps_w is not None else model_caps_w(gpu_model)
 
     def period_of(self, now_s: float) -> tuple[float, float]:
         """(start, end) of the budget period holding ``now_s``; past the last period of a
@@ -53,6 +61,25 @@ class GreenFlowSettings:
             return True
         names = [p.strip() for p in partition.split(",") if p.strip()]
         return bool(names) and all(p in self.shiftable_partitions for p in names)
+
+
+@lru_cache(maxsize=64)
+def model_caps_w(gpu_model: str) -> tuple[float | None, ...]:
+    """None (uncapped) then ``CAP_SHARES`` of the model's top limit, each at least its lowest
+    settable limit, without repeats: V100 (100-250 W) ``CAPS_W``; H100 (234-700 W) 630 ... 280 W.
+    A model without physics (a ConfigError) gets ``CAPS_W`` (GreenFlow's cap table for it
+    holds only the uncapped row)."""
+    from ...physics.constants import gpu_constants
+    try:
+        c = gpu_constants(gpu_model)
+    except ConfigError:
+        return CAPS_W
+    out: list[float | None] = [None]
+    for share in CAP_SHARES:
+        cap = max(c["min_power_cap_w"], round(c["max_power_w"] * share, 1))
+        if cap not in out:
+            out.append(cap)
+    return tuple(out)
 
 
 def _kg(key: str, value: Any) -> float:
