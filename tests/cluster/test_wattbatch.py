@@ -227,6 +227,30 @@ def test_fail_open_when_influxdb_is_unreachable(localcluster, script):
     assert job["AdminComment"].endswith(";tagged=0")
 
 
+def test_a_hanging_influxdb_is_waited_on_once_then_skipped(localcluster, script, tmp_path):
+    """The cluster's own influxd stopped (SIGSTOP: it accepts connections and never answers):
+    the first submission waits its read timeout and says so; the next skips InfluxDB at once,
+    saying until when; both jobs go in. The memory is the user's runtime directory's."""
+    import signal
+
+    from slurm_plugin.localcluster import procs
+    pid = procs.running_pid(localcluster.spec.pid_file("influxd"), "influxd")
+    assert pid, "influxd is not running"
+    env = {"WATTBATCH_INFLUX_TIMEOUT_S": "1", "XDG_RUNTIME_DIR": str(tmp_path)}
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        first = wattbatch(["--hold", "--wb-policy", "test-pin", str(script)], env=env)
+        second = wattbatch(["--hold", "--wb-policy", "test-pin", str(script)], env=env)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert "timed out" in first.stderr and "later calls skip it until" in first.stderr, \
+        first.stderr
+    assert "skipped until" in second.stderr and "timed out" in second.stderr, second.stderr
+    for done in (first, second):
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("wattbatch: warning:")
+        assert show(job_id(done))["AdminComment"].endswith(";tagged=0")   # submitted unchanged
+
+
 def test_controller_down_is_reported_as_sbatch_reports_it(localcluster, script, tmp_path):
     etc = tmp_path / "etc"
     shutil.copytree(Path(localcluster.slurm_conf).parent, etc)
