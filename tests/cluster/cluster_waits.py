@@ -46,3 +46,4 @@ def fill_every_gpu(cfg, env: dict) -> list[str]:
 
 # the crash matrix's cases as (kind, fault, n, lost, held, traceback), printed by conftest
 CRASH_TALLY = pytest.StashKey[list]()
+CRASH_RUNAWAY = pytest.StashKey[int]()    # accounting records the lost requeues left open

@@ -20,7 +20,7 @@ from slurm_plugin.localcluster import Spec, cancel_all_jobs, resolve, up
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """The parity suite's count of identical cases and the crash matrix's tally, printed
     after every run."""
-    from cluster_waits import CRASH_TALLY
+    from cluster_waits import CRASH_RUNAWAY, CRASH_TALLY
     from parity_cases import SUMMARY
     for line in config.stash.get(SUMMARY, []):
         terminalreporter.write_line(line)
@@ -33,7 +33,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.write_line(
             f"crash matrix on {release}: {len(cases)} cases "
             f"({before} with slurmctld killed before it saved), jobs lost {counts[0]}, "
-            f"left held {counts[1]}, tracebacks {counts[2]}")
+            f"left held {counts[1]}, tracebacks {counts[2]}; accounting records of lost "
+            f"requeues left open (runaway jobs, closed after): "
+            f"{config.stash.get(CRASH_RUNAWAY, 'not counted')}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
