@@ -9,7 +9,8 @@ integrated over the hours it actually ran. The epilog closes a job's file (``<jo
 reports it; a closed file is never written again. A job that runs again (requeued, resized)
 starts a new file: its prolog moves the closed one aside (``<job>.json.<time>.done``), so each
 run is reported once, with its own energy. A GPU counter that goes backwards (a reset,
-a wrap) or a clock that jumps back starts a new interval: nothing is charged for it.
+a wrap) or gains more than any GPU draws (``MAX_W``), or a clock that jumps back starts a new
+interval: nothing is charged for it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ GPUS_FILE = "_gpus.json"
 LOCK_FILE = "_lock"
 DONE_SUFFIX = ".done"
 MAX_INTERVAL_S = 600.0      # a longer gap (collector stopped) is not charged to anyone
+MAX_W = 5000.0              # more (a switch between a counter and energy integrated from power,
+                            # a corrupt reading) is no GPU's draw: not charged to anyone
 KEEP_DONE_S = 7 * 86400.0
 
 
@@ -90,6 +93,7 @@ class Ledger:
         self.gpu_model, self.intensity, self.warn = gpu_model, intensity, warn
         self.solo = SoloRate()
         self.last: dict[str, list[float]] = {}
+        self._alone: dict[str, str] = {}     # GPU -> the job alone on it at the last pass
         self._idle: dict[str, float] = {} if idle_w is None else {gpu_model: idle_w}
         self.idle_w = self.idle_of(gpu_model, " (node.gpu_model)") if idle_w is None else idle_w
 
@@ -130,12 +134,14 @@ class Ledger:
             dt, de = r.taken_s - t0, r.energy_j - e0
             model = r.model or self.gpu_model
             idle_w = self.idle_of(model, f" ({r.node} GPU {r.index})")
-            if not r.residents or dt <= 0 or dt > MAX_INTERVAL_S or de < 0:
-                continue
+            was_alone = self._alone.pop(key, None)
             if len(r.residents) == 1:
-                res = r.residents[0]
-                if res.util_pct is not None:
-                    self.solo.observe(res.job_id, r.power_w, idle_w, res.util_pct)
+                self._alone[key] = r.residents[0].job_id
+            if not r.residents or dt <= 0 or dt > MAX_INTERVAL_S or not 0 <= de <= MAX_W * dt:
+                continue
+            res = r.residents[0]
+            if was_alone == res.job_id and len(r.residents) == 1 and res.util_pct is not None:
+                self.solo.observe(res.job_id, de / dt, idle_w, res.util_pct)
             rates, methods = {}, {}
             for res in r.residents:
                 solo = self.solo.get(res.job_id)

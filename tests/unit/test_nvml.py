@@ -3,6 +3,7 @@ gave, where it does not; the error path and the MPS process scan are tested ever
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -106,13 +107,17 @@ class FakeNv:
     def __init__(self, samples):
         self.samples = samples
 
+    def nvmlInit(self):
+        pass
+
     def nvmlDeviceGetHandleByIndex(self, i):
         return i
 
     def nvmlDeviceGetProcessUtilization(self, handle, since_us):
-        if not self.samples:
+        newer = [s for s in self.samples if s.timeStamp > since_us]
+        if not newer:
             raise self.NVMLError(self.NVML_ERROR_NOT_FOUND)
-        return self.samples
+        return newer
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle):
         from types import SimpleNamespace
@@ -121,15 +126,28 @@ class FakeNv:
 
 def scripted_nvml(samples):
     from types import SimpleNamespace
-    nv = Nvml.__new__(Nvml)
-    nv._nv, nv._handles = FakeNv([SimpleNamespace(pid=p, smUtil=u) for p, u in samples]), {}
-    return nv
+    return Nvml(FakeNv([SimpleNamespace(pid=p, smUtil=u, timeStamp=t) for p, u, t in samples]))
 
 
-def test_process_utilisation_is_averaged_per_process():
-    nv = scripted_nvml([(11, 40), (11, 60), (12, 5)])
-    assert nv.process_util_pct(0) == {11: 50.0, 12: 5.0}
-    assert scripted_nvml([]).process_util_pct(0) == {}      # no sample yet: not an error
+def test_process_utilisation_is_averaged_per_process_with_the_newest_sample_time():
+    nv = scripted_nvml([(11, 40, 100), (11, 60, 300), (12, 5, 200)])
+    assert nv.process_samples(0) == ({11: 50.0, 12: 5.0}, 300)
+    assert nv.process_samples(0, 250) == ({11: 60.0}, 300)          # newer samples only
+    assert nv.process_samples(0, 300) == ({}, 300)                  # none newer: not an error
+    assert scripted_nvml([]).process_samples(0, 7) == ({}, 7)
+
+
+def test_new_calls_answer_or_say_unsupported(nvml):
+    """On a real GPU: MPS clients, MIG mode and the per-process sample clock."""
+    from slurm_plugin.telemetry.nvml import Unsupported
+    for i in range(nvml.count()):
+        try:
+            assert all(p > 0 for p in nvml.mps_pids(i))
+        except Unsupported:
+            pass
+        assert nvml.mig_enabled(i) in (True, False)
+        _util, newest_us = nvml.process_samples(i, 0)
+        assert newest_us == 0 or abs(newest_us / 1e6 - time.time()) < 3600
 
 
 def test_job_of_pid_from_environment_or_cgroup(tmp_path):
@@ -152,9 +170,13 @@ def test_nvml_source_names_the_jobs_on_each_gpu():
         def util_pct(self, i): return 70.0
         def mem_used_mib(self, i): return 1000.0
         def power_limit_w(self, i): return 300.0
+        def mig_enabled(self, i): return False
         def compute_pids(self, i): return (11, 12, 13)
-        def process_util_pct(self, i, since_us): return {11: 30.0, 12: 20.0, 13: 15.0}
+        def mps_pids(self, i): return ()
+        def process_samples(self, i, since_us): return {11: 30.0, 12: 20.0, 13: 15.0}, 0
 
     jobs = {11: "5", 12: "5", 13: None}          # 13: a process of no Slurm job
-    (reading,) = NvmlSource("n1", Gpus(), clock=lambda: 100.0, job_of=jobs.get).read()
+    source = NvmlSource("n1", Gpus(), clock=lambda: 100.0, job_of=jobs.get)
+    (reading,) = source.read()
     assert reading.residents == (Resident("5", 0, 50.0),)
+    assert source.degraded == {}
