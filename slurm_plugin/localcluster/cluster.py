@@ -96,6 +96,12 @@ def _prepare(spec: Spec) -> None:
     files = render_all(spec, pw_file.read_text().strip(), slurm_version=slurm_version())
     if "cgroup.conf" not in files:
         spec.path("etc", "cgroup.conf").unlink(missing_ok=True)
+    changed = [name for name in ("slurm.conf", "gres.conf") if (spec.etc / name).exists()
+               and (spec.etc / name).read_text() != files[name]]
+    if changed and status_daemons(spec).get("slurmctld"):
+        raise ConfigError(str(spec.state_dir), "localcluster", ", ".join(changed),
+                          "the running cluster has other nodes or GPUs (--gpu-model, "
+                          "--share-gres): run `wattctl localcluster down` first")
     for name, text in files.items():
         target = spec.etc / name
         if not target.exists() or target.read_text() != text:

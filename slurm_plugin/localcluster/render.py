@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 import sys
@@ -31,15 +32,33 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).pare
 _ENV.filters["shquote"] = lambda v: shlex.quote(str(v))
 
 
-def node_range(spec: Spec) -> str:
-    return f"gpu[1-{spec.nodes}]" if spec.nodes > 1 else "gpu1"
+def node_range(spec: Spec, first: int = 1, last: int | None = None) -> str:
+    last = spec.nodes if last is None else last
+    return f"gpu[{first}-{last}]" if last > first else f"gpu{first}"
 
 
-def node_gres(spec: Spec) -> str:
-    """``gpu:g0:1,...,shard:g0:4,...``: each GPU its own type so shares can be pinned."""
-    gpus = [f"gpu:g{i}:1" for i in range(spec.gpus_per_node)]
-    shares = [f"{spec.share_gres}:g{i}:{spec.share_count}" for i in range(spec.gpus_per_node)]
+def type_prefix(model: str) -> str:
+    """The GRES type prefix of a model's GPUs: "" for the site default, else the catalogue
+    entry as Slurm's AutoDetect spells a type (``H100-80GB-HBM3`` -> ``h100_80gb_hbm3_``)."""
+    return re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_") + "_" if model else ""
+
+
+def node_gres(spec: Spec, model: str = "") -> str:
+    """``gpu:g0:1,...,shard:g0:4,...``: each GPU its own type so shares can be pinned; the
+    type names the model where one is chosen (``gpu:h100_80gb_hbm3_g0:1``)."""
+    pre = type_prefix(model)
+    gpus = [f"gpu:{pre}g{i}:1" for i in range(spec.gpus_per_node)]
+    shares = [f"{spec.share_gres}:{pre}g{i}:{spec.share_count}"
+              for i in range(spec.gpus_per_node)]
     return ",".join(gpus + shares)
+
+
+def node_lines(spec: Spec) -> list[dict[str, str | int]]:
+    """One slurm.conf NodeName / gres.conf group per run of nodes of one model."""
+    return [{"range": node_range(spec, first, last), "first": first, "last": last,
+             "gres": node_gres(spec, model), "type_prefix": type_prefix(model), "model": model,
+             "feature": (type_prefix(model).split("_", 1)[0] if model else "v100")}
+            for first, last, model in spec.node_groups]
 
 
 NODES_PER_SWITCH = 2
@@ -57,7 +76,7 @@ def leaf_switches(spec: Spec) -> list[tuple[str, str]]:
 def render(template: str, spec: Spec, **extra: object) -> str:
     host = socket.gethostname().split(".")[0]
     return _ENV.get_template(template).render(spec=spec, host=host, node_range=node_range(spec),
-                                              node_gres=node_gres(spec),
+                                              node_lines=node_lines(spec),
                                               leaf_switches=leaf_switches(spec), **extra)
 
 

@@ -37,6 +37,9 @@ class Spec:
     # how the built-in Longhorn variability profile spreads over the emulated GPUs (PAL):
     # with 3, gpu1's GPU 0 (Slurm's first choice) is one of the slow ones for class A
     variability_seed: int = 3
+    # the emulated GPUs' model: "" (the site default, node.gpu_model: V100, GRES types g0..),
+    # one catalogued model for every node ("H100"), or groups in node order ("A100:2,H100:2")
+    gpu_model: str = ""
 
     # --- names -------------------------------------------------------------------------
     @property
@@ -51,6 +54,11 @@ class Spec:
     def share_count(self) -> int:
         """Shares of one GPU: shards, or MPS percent."""
         return self.shards_per_gpu if self.share_gres == "shard" else 100
+
+    @property
+    def node_groups(self) -> tuple[tuple[int, int, str], ...]:
+        """(first, last node number, catalogue model or "") of each run of nodes of one model."""
+        return node_groups(self.gpu_model, self.nodes)
 
     # --- paths -------------------------------------------------------------------------
     def path(self, *parts: str) -> Path:
@@ -124,6 +132,36 @@ class Spec:
         self.path(SPEC_FILE).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+def node_groups(text: str, nodes: int, source: str = "--gpu-model"
+                ) -> tuple[tuple[int, int, str], ...]:
+    """``"H100"`` or ``"A100:2,H100:2"`` -> ((1, 2, "A100-SXM4-80GB"), (3, 4, "H100-80GB-HBM3"));
+    "" is every node of the site default. A model the catalogue lacks, a count that is not a
+    positive integer, or counts that do not add up to ``nodes`` raise a ConfigError."""
+    from ..physics.constants import catalogue_entry
+    if not text.strip():
+        return ((1, nodes, ""),)
+    items = [part.strip() for part in text.split(",")]
+    out, first = [], 1
+    for item in items:
+        name, sep, count = item.partition(":")
+        if not sep and len(items) > 1:
+            raise ConfigError(source, "gpu model", text, "give MODEL:NODES for each group "
+                              "(A100:2,H100:2), or one MODEL for every node")
+        n = nodes if not sep else (int(count) if count.strip().isdigit() else 0)
+        if n < 1:
+            raise ConfigError(source, f"nodes of {name}", count, "a positive number of nodes")
+        try:
+            model = catalogue_entry(name.strip())
+        except ConfigError as exc:
+            raise ConfigError(source, "gpu model", name, exc.fix) from None
+        out.append((first, first + n - 1, model))
+        first += n
+    if first - 1 != nodes:
+        raise ConfigError(source, "gpu model", text,
+                          f"the groups hold {first - 1} nodes; the cluster has {nodes}")
+    return tuple(out)
+
+
 def _port(source: str, name: str, raw: str | int) -> int:
     try:
         value = int(raw)
@@ -137,12 +175,13 @@ def _port(source: str, name: str, raw: str | int) -> int:
 def resolve(state_dir: str | os.PathLike | None = None,
             ports: Mapping[str, str | int] | None = None,
             share_gres: str | None = None,
+            gpu_model: str | None = None,
             environ: Mapping[str, str] | None = None) -> Spec:
     """The spec for ``state_dir``: saved one if present, else options > environment > defaults.
 
     Environment: ``WATTBATCH_LOCALCLUSTER_DIR``, ``WATTBATCH_LOCALCLUSTER_PORT_<NAME>``
     (NAME in slurmctld, slurmdbd, slurmd, mariadb, influx, influx_rpc) and
-    ``WATTBATCH_LOCALCLUSTER_SHARE_GRES`` (shard or mps).
+    ``WATTBATCH_LOCALCLUSTER_SHARE_GRES`` (shard or mps), ``WATTBATCH_LOCALCLUSTER_GPU_MODEL``.
     """
     environ = os.environ if environ is None else environ
     root = Path(state_dir or environ.get("WATTBATCH_LOCALCLUSTER_DIR") or DEFAULT_STATE_DIR)
@@ -162,7 +201,8 @@ def resolve(state_dir: str | os.PathLike | None = None,
             if env_key in environ:
                 chosen[name] = _port(f"${env_key}", name, environ[env_key])
         spec = Spec(state_dir=root, ports=chosen,
-                    share_gres=environ.get("WATTBATCH_LOCALCLUSTER_SHARE_GRES", "shard"))
+                    share_gres=environ.get("WATTBATCH_LOCALCLUSTER_SHARE_GRES", "shard"),
+                    gpu_model=environ.get("WATTBATCH_LOCALCLUSTER_GPU_MODEL", ""))
     for name, raw in (ports or {}).items():
         if name not in DEFAULT_PORTS:
             raise ConfigError("--port", name, raw,
@@ -170,6 +210,9 @@ def resolve(state_dir: str | os.PathLike | None = None,
         spec = replace(spec, ports={**spec.ports, name: _port("--port", name, raw)})
     if share_gres is not None:
         spec = replace(spec, share_gres=share_gres)
+    if gpu_model is not None:
+        spec = replace(spec, gpu_model=gpu_model)
+    node_groups(spec.gpu_model, spec.nodes)          # a ConfigError naming what is wrong
     if spec.share_gres not in ("shard", "mps"):
         raise ConfigError("localcluster", "share_gres", spec.share_gres, "choose shard or mps")
     return spec

@@ -142,7 +142,7 @@ class EmulatedSource:
             out.append(GpuReading(node=gpu.node, index=gpu.index, power_w=st.power_w, energy_j=e,
                                   util_pct=st.util_pct, mem_used_mib=st.mem_used_mib,
                                   power_limit_w=st.power_limit_w, taken_s=now_s,
-                                  residents=st.residents))
+                                  residents=st.residents, model=gpu.model))
         self._save(energy)
         self._save_truth(truth)
         return out

@@ -16,7 +16,7 @@ from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..model import Gpu, GpuUse, Job, Node
 from ..record import record, replace
 from .dialects import Legacy, dialect
@@ -31,7 +31,8 @@ ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CON
 # name[:type]:count[(IDX:0-1,3) | (0/4,2/4) | (S:0-1)]  -- the list inside () may hold commas.
 _GRES_ITEM = re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?::(?P<type>[^:,()]+))??"
                         r":(?P<count>\d+)(?=[,(]|$)(?:\((?P<extra>[^)]*)\))?")
-_TYPED_INDEX = re.compile(r"g(\d+)$")
+# a GPU typed one per GPU: ``g0``, or ``<model>_g0`` (the local cluster's emulated models)
+_TYPED_INDEX = re.compile(r"(?:(.+)_)?g(\d+)$")
 _APP = re.compile(r"(?:^|[\s,;])app=([^\s,;]+)")
 
 
@@ -267,8 +268,23 @@ def declared_app(admin_comment: str, comment: str) -> str:
 
 
 def _gpu_index(gres_type: str) -> int | None:
-    m = _TYPED_INDEX.match(gres_type)
-    return int(m.group(1)) if m else None
+    m = _TYPED_INDEX.fullmatch(gres_type)
+    return int(m.group(2)) if m else None
+
+
+def _type_model(gres_type: str, gpu_model: str) -> str:
+    """The model a GPU's GRES type names: ``gN`` none (``gpu_model``, the site's), else the
+    catalogue entry of ``<model>_gN``'s or the whole type's model part (``a100``,
+    ``nvidia_h100_80gb_hbm3`` as ``AutoDetect=nvml`` names them), else that part as it is."""
+    m = _TYPED_INDEX.fullmatch(gres_type)
+    name = (m.group(1) or "") if m else gres_type
+    if not name:
+        return gpu_model
+    from ..physics.constants import catalogue_entry
+    try:
+        return catalogue_entry(name)
+    except ConfigError:
+        return name
 
 
 # --- nodes ----------------------------------------------------------------------------------
@@ -282,7 +298,7 @@ def _gpu_layout(gres: str, gpu_model: str) -> tuple[tuple[int, str, str, int], .
         if it.name != "gpu":
             continue
         idx = _gpu_index(it.type)
-        model = gpu_model if idx is not None or not it.type else it.type
+        model = _type_model(it.type, gpu_model)
         for _ in range(it.count):
             index = idx if idx is not None and it.count == 1 else len(gpus)
             gpus.append([index, model, it.type if idx is not None else "", 0])
@@ -306,8 +322,8 @@ def parse_nodes(doc: Mapping[str, Any], gpu_model: str = "V100",
     nodes with their configured GPUs (usage comes from the jobs).
 
     A GPU's index is N from its GRES type ``gN`` when typed one per GPU, else its position.
-    ``gpu_model`` names GPUs whose type is only an index (``g0``); a type like ``a100`` is
-    taken as the model. State is the base state, ``+flag`` for flags: ``idle+drain``.
+    ``gpu_model`` names GPUs whose type is only an index (``g0``) or that have none; a type
+    like ``a100`` or ``h100_g0`` names the model (its catalogue entry where catalogued). State is the base state, ``+flag`` for flags: ``idle+drain``.
     A node whose fields cannot be read raises ``FormatError``; with a ``warnings`` list it is
     left out and the warning (command, release, node, field) appended there instead.
     """

@@ -88,11 +88,14 @@ def read_documents(cfg: SiteConfig) -> tuple[dict, dict, SlurmFormat]:
     return nodes_doc, squeue, fmt
 
 
-def snapshot(cfg: SiteConfig, gpu_model: str = "V100") -> Cluster:
-    """Nodes (state, GPUs by index and type, who holds them) and pending/running jobs."""
+def snapshot(cfg: SiteConfig, gpu_model: str | None = None) -> Cluster:
+    """Nodes (state, GPUs by index and type, who holds them) and pending/running jobs. A GPU
+    whose GRES type names no model is ``gpu_model``'s, by default the site's
+    ``node.gpu_model``."""
     taken_s = time.time()
     nodes_doc, squeue, _ = read_documents(cfg)
-    cluster = build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s, gpu_model)
+    cluster = build_cluster(nodes_doc, squeue, cfg["cluster.name"], taken_s,
+                            cfg["node.gpu_model"] if gpu_model is None else gpu_model)
     switch_of = switches(cfg["slurm.conf"])
     return replace(cluster, nodes=with_switches(cluster.nodes, switch_of)) if switch_of \
         else cluster

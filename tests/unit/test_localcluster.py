@@ -96,3 +96,40 @@ def test_topology_conf_has_leaf_switches_of_two_nodes_that_the_snapshot_reads(tm
     assert nodes == (Node("gpu3", features=("v100", "switch=s1")), Node("cpu1"))
     assert switches(str(tmp_path / "elsewhere" / "slurm.conf")) == {}
     assert leaf_switches("SwitchName=x Nodes=gpu[3-1]\nnonsense\nSwitchName=y") == {}
+
+
+def test_emulated_gpu_models_name_their_gres_types_and_features(tmp_path):
+    spec = resolve(tmp_path, gpu_model="A100:1,H100:3", environ={})
+    assert [m for _, _, m in spec.node_groups] == ["A100-SXM4-80GB", "H100-80GB-HBM3"]
+    files = render_all(spec, "pw")
+    nodes = [ln for ln in files["slurm.conf"].splitlines() if ln.startswith("NodeName")]
+    assert [ln.split()[0] for ln in nodes] == ["NodeName=gpu1", "NodeName=gpu[2-4]"]
+    assert "Port=16821 " in nodes[0] and "Port=[16822-16824]" in nodes[1]
+    assert "Feature=a100 " in nodes[0] and "gpu:h100_80gb_hbm3_g3:1" in nodes[1]
+    gres = [ln for ln in files["gres.conf"].splitlines() if ln.startswith("NodeName=gpu[2-4]")]
+    assert "Name=shard Type=h100_80gb_hbm3_g0 Count=4" in gres[1]
+    site = tomllib.loads(render("site.toml.j2", spec, influx_user="u", influx_password="p"))
+    assert site["node"]["gpu_model"] == "A100-SXM4-80GB"
+    # what Slurm will list is read back as each GPU's model
+    from slurm_plugin.slurm.parse import parse_nodes
+    from tests.unit.test_slurm_parse import META_22_05
+    (node,) = parse_nodes({"meta": META_22_05, "nodes": [
+        {"name": "gpu2", "state": "idle", "gres": nodes[1].split("Gres=")[1].split()[0]}]})
+    assert {g.model for g in node.gpus} == {"H100-80GB-HBM3"}
+    assert [g.shards_total for g in node.gpus] == [4, 4, 4, 4]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("H999", "H999"), ("A100:2,H100", "MODEL:NODES"), ("A100:0,H100:4", "positive"),
+    ("A100:2,H100:3", "hold 5 nodes"),
+])
+def test_a_bad_gpu_model_is_named(tmp_path, text, says):
+    with pytest.raises(ConfigError, match=says):
+        resolve(tmp_path, gpu_model=text, environ={})
+
+
+def test_the_default_cluster_keeps_its_v100_types(tmp_path):
+    files = render_all(resolve(tmp_path, environ={}), "pw")
+    assert "Feature=v100 Gres=gpu:g0:1," in files["slurm.conf"]
+    assert "gpu_model" not in render("site.toml.j2", resolve(tmp_path, environ={}),
+                                     influx_user="u", influx_password="p")

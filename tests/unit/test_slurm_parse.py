@@ -66,7 +66,21 @@ def test_untyped_gpus_and_shards_spread_by_position():
                                     "gres": "gpu:a100:2(S:0),shard:5"}]})
     assert nodes[0].state == "idle+drain" and not nodes[0].available
     assert [(g.index, g.model, g.gres_type, g.shards_total) for g in nodes[0].gpus] == \
-        [(0, "a100", "", 3), (1, "a100", "", 2)]
+        [(0, "A100-SXM4-80GB", "", 3), (1, "A100-SXM4-80GB", "", 2)]
+
+
+@pytest.mark.parametrize("gres, want", [
+    ("gpu:g0:1,gpu:g1:1", [(0, "V100", "g0"), (1, "V100", "g1")]),          # the site's model
+    ("gpu:h100_g1:1,gpu:h100_g0:1", [(0, "H100-80GB-HBM3", "h100_g0"),
+                                     (1, "H100-80GB-HBM3", "h100_g1")]),
+    ("gpu:nvidia_a100-sxm4-40gb:2", [(0, "A100-SXM4-40GB", ""), (1, "A100-SXM4-40GB", "")]),
+    ("gpu:tpu9_g0:1", [(0, "tpu9", "tpu9_g0")]),              # not catalogued: the name as is
+    ("gpu:2", [(0, "V100", ""), (1, "V100", "")]),
+])
+def test_a_gpus_model_is_read_from_its_gres_type(gres, want):
+    (node,) = parse_nodes({"meta": META_22_05, "nodes": [{"name": "a", "state": "idle",
+                                                          "gres": gres}]})
+    assert [(g.index, g.model, g.gres_type) for g in node.gpus] == want
 
 
 def test_sacct_without_fields_is_rejected():
