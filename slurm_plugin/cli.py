@@ -22,6 +22,7 @@ _COMMANDS: list[tuple[str, str]] = [
     ("report", "report"),
     ("profile_gpus", "profile_gpus"),
     ("gpu_models", "gpu_models"),
+    ("calibrate_gpus", "calibrate_gpus"),
 ]
 
 

@@ -127,6 +127,7 @@ SCHEMA: dict[str, Key] = {
     "node.gpu_model": Key(str),
     "node.cap_refresh_s": _num(0, 86400),
     "node.emulated_variability": Key(str),
+    "physics.site_gpu_models": Key(str),
     "progress.site_key_file": Key(str),
     "progress.job_key_dir": Key(str),
     "reconcile.state_dir": Key(str),

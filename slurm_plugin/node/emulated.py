@@ -11,6 +11,7 @@ emulated training job reads it before every step. The simulator uses the same fu
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -116,13 +117,21 @@ class EmulatedSource:
         tmp.replace(self._energy_file)
 
     def read(self) -> list[GpuReading]:
+        """Every GPU of ``nodes`` now. Readers of one state directory (the collector, a
+        calibration job) take turns: each advances the energy counters and the truth under a
+        lock, so none loses another's update."""
         cluster = self._snapshot()
         wanted = None if self.nodes == "all" else set(self.nodes.split(","))
         gpus = [g for n in cluster.nodes if wanted is None or n.name in wanted for g in n.gpus]
+        self._energy_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._energy_file.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._read_locked(gpus, dict(cluster.jobs))
+
+    def _read_locked(self, gpus: list[Gpu], jobs: dict[str, Job]) -> list[GpuReading]:
         now_s = self._clock()
         energy = self._load()   # "node:index" -> [t_s, power_w, energy_j, {job: power_w}]
         truth = self._load_truth()
-        jobs = dict(cluster.jobs)
         out = []
         for gpu in gpus:
             st = gpu_state(gpu, jobs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import InputError
-from .constants import constants, gpu_constants
+from .constants import constants, gpu_constants, reference_constants
 
 # The GPU model every class was measured on (the Haghshenas logs: SXM2 V100s, physics.json's
 # "V100"); on another model a class keeps its utilisation, memory and step time (docs/physics.md).
@@ -49,7 +49,7 @@ class JobClass:
         (u/100) ** util_gamma`` (the utilisation through that model's curve, keeping the class's
         measured offset from the reference curve as a ratio), at most the model's top limit."""
         c = gpu_constants(model)
-        ref = gpu_constants(CLASS_GPU)
+        ref = reference_constants()          # the board the class was measured on
         if c is ref:
             idle = c["idle_power_w"]
             return idle + (self.power_w - idle) * self.util_at(gpus) / self.util_pct

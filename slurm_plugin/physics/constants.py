@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..resources import data_dir
-from .gpu_models import lookup
+from .gpu_models import DERIVED_CACHES, lookup, site_values
 
 PHYSICS_FILE = "physics.json"
 # The catalogue entry that is physics.json's "V100" (the measured board: every constant of it
@@ -41,19 +41,30 @@ def gpu_constants(model: str) -> dict[str, Any]:
     ``model`` is a name of physics.json (``"V100"``, any case) or any catalogued name: an entry,
     an NVML name or an alias, in any case (``"H100"``, ``"NVIDIA A100-SXM4-80GB"``). The
     V100 (and every spelling of its entry, V100-SXM2-32GB) gives physics.json's own dict; any
-    other model its catalogue values. An unknown name is a ConfigError naming it and listing
+    other model its catalogue values; a site's calibration (``physics.site_gpu_models``) wins
+    over either. An unknown name is a ConfigError naming it and listing
     the close names. Remembered per spelling: the simulator asks about a million times a run."""
     models = constants()["gpu_models"]
-    for name, body in models.items():
-        if name.lower() == model.lower():
-            return body
+    name = next((n for n in models if n.lower() == model.lower()), None)
+    if name is not None and name != "V100":
+        return models[name]
     try:
         entry = lookup(model)
     except ConfigError as exc:
         raise ConfigError("physics", "gpu_type", model, exc.fix) from None
-    if entry.name == REFERENCE_ENTRY:
-        return models["V100"]
+    if entry.name == REFERENCE_ENTRY:        # a site's calibration of it wins, key by key
+        site = {k: v for k, v in site_values(REFERENCE_ENTRY).items() if k in MODEL_KEYS}
+        return {**models["V100"], **site} if site else reference_constants()
     return {k: getattr(entry, k) for k in MODEL_KEYS}
+
+
+def reference_constants() -> dict[str, Any]:
+    """physics.json's V100: the board the workload classes were measured on, whatever a site
+    calibrated its own V100s to."""
+    return constants()["gpu_models"]["V100"]
+
+
+DERIVED_CACHES.append(gpu_constants)
 
 
 def catalogue_entry(model: str) -> str:

@@ -9,6 +9,10 @@ Entries are named as NVML reports the GPU (``nvmlDeviceGetName``), normalised by
 ``-`` ("NVIDIA H100 80GB HBM3" is ``H100-80GB-HBM3``). Short aliases name one part each
 ("H100" is the SXM5 part, "A100" the SXM4 80 GB one; ``aliases()`` lists them).
 
+A site's own calibrated constants (``wattctl calibrate-gpus``; the file named by the site key
+``physics.site_gpu_models``, ``site_models.py``) are laid over the shipped entries: the site's
+constant wins (``catalogue()``; ``shipped()`` is the file as shipped).
+
 Light to import (json, functools and the package's errors and resources only). The physics,
 the simulator, the policies and the collector read a model's constants through
 ``constants.gpu_constants`` (the V100-SXM2-32GB entry is ``physics.json``'s ``V100``).
@@ -42,8 +46,9 @@ def normalise(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def catalogue() -> dict:
-    """The whole file (``models``, ``aliases``, ``shares``, ``checks``, ``forms``)."""
+def shipped() -> dict:
+    """The shipped file (``models``, ``aliases``, ``shares``, ``checks``, ``forms``), without
+    a site's own entries."""
     path = data_dir() / GPU_MODELS_FILE
     try:
         return json.loads(path.read_text())
@@ -51,6 +56,70 @@ def catalogue() -> dict:
         raise ConfigError(str(path), "(file)", GPU_MODELS_FILE,
                           f"cannot load the GPU model catalogue ({exc}); regenerate it with "
                           "scripts/fit_gpu_models.py") from None
+
+
+# The site's own entries (``physics/site_models.py``): [path, where it was set], or None until
+# the first lookup reads the site key ``physics.site_gpu_models`` (``use_site_models``).
+_site_file: list[str] | None = None
+# caches of what is computed from the catalogue elsewhere (``constants.gpu_constants``,
+# ``job_cap.capped_job``), emptied with this module's own when the site's entries change
+DERIVED_CACHES: list = []
+
+
+def use_site_models(path: str | None, origin: str = "use_site_models") -> None:
+    """Compute from now on with the site entries of ``path`` laid over the shipped catalogue
+    ("": the shipped catalogue alone; None: the file the site config names, read at the next
+    lookup). The constants, the cap model and the catalogue are read anew; a policy's own
+    predictions remember what they computed, so call it before anything computes."""
+    global _site_file
+    _site_file = None if path is None else [path, origin]
+    for cache in (site_entries, catalogue, _index, lookup, *DERIVED_CACHES):
+        cache.cache_clear()
+
+
+def site_models_file() -> tuple[str, str]:
+    """(path, where it was set) of the site's entries in use; ("", ...) for none. Read once
+    per process from the site config (file, ``$WATTBATCH_PHYSICS_SITE_GPU_MODELS``) unless
+    ``use_site_models`` said. A site config that does not load is its loader's error to
+    report (every command loads it first): the physics then computes with the shipped
+    catalogue rather than fail a lookup far from the cause."""
+    global _site_file
+    if _site_file is None:
+        from ..config import load
+        try:
+            cfg = load()
+        except ConfigError:
+            return "", "(site config not loaded)"
+        _site_file = [cfg["physics.site_gpu_models"], cfg.source("physics.site_gpu_models")]
+    return _site_file[0], _site_file[1]
+
+
+@lru_cache(maxsize=1)
+def site_entries() -> dict[str, dict]:
+    """Entry name -> {constant: record} of the site's file; {} without one."""
+    path, origin = site_models_file()
+    if not path:
+        return {}
+    from .site_models import read_site_models
+    return read_site_models(path, origin, shipped())
+
+
+def site_values(name: str) -> dict[str, float]:
+    """The constants the site's file gives entry ``name``, by value; {} for none."""
+    return {c: rec["value"] for c, rec in site_entries().get(name, {}).items()
+            if c != "colocation_pairs"}
+
+
+@lru_cache(maxsize=1)
+def catalogue() -> dict:
+    """The catalogue the physics computes with: the shipped file, each entry with the site's
+    calibrated constants in place of its own where ``physics.site_gpu_models`` names a file
+    (the site's entry wins; docs/gpu-models.md, "Calibrating a site's GPUs")."""
+    site = site_entries()
+    if not site:
+        return shipped()
+    from .site_models import overlay
+    return overlay(shipped(), site)
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,7 @@ from functools import lru_cache
 from ..errors import ConfigError
 from .classes import job_class
 from .config_model import class_config_model
+from .gpu_models import DERIVED_CACHES
 from .power import cap_slowdown, capped_power_w, clamp_cap_w
 
 
@@ -41,3 +42,6 @@ def capped_job(job_class_name: str, gpus: int, power_cap_w: float | None,
     power_w = min(cap_w, level_w * model.power_per_gpu_w(gpus, batch, model_cap_w, gpu_model,
                                                          gpus_per_node) / model_w0)
     return power_w, max(1.0, slow)
+
+
+DERIVED_CACHES.append(capped_job)

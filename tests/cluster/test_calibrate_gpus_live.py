@@ -1,0 +1,103 @@
+"""`wattctl calibrate-gpus` live: on a local cluster of two GPU models (two V100 nodes, two
+H100 nodes), one Slurm job per model steps its emulated GPU through the job classes and the
+caps of the settable range, and the fitted constants are the emulated models' own: what the
+proof that the pipeline is right end to end asks (within 5 %).
+
+The emulated GPUs compute with the shipped catalogue (the cluster's site config names no site
+GPU model file); the run writes its own file (--site-file). The H100's chip has no cap sweep,
+so it slows under a cap as its ``cap_beta`` says; the V100's chip has one (Zeus), so its timed
+runs are checked against that sweep instead (``physics/job_cap.py``).
+
+The module brings the session's cluster down, runs its own (same ports, its own state
+directory) and puts the session's back at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_plugin.localcluster import cancel_all_jobs, down, up
+from slurm_plugin.physics import gpu_models as gm
+from slurm_plugin.physics.constants import gpu_constants
+from slurm_plugin.physics.job_cap import capped_job
+from slurm_plugin.proc import run
+
+pytestmark = pytest.mark.cluster
+MODELS = "V100:2,H100:2"
+V100, H100 = "V100-SXM2-32GB", "H100-80GB-HBM3"
+CURVE = ("idle_power_w", "dynamic_power_w", "util_gamma", "max_power_w", "min_power_cap_w")
+
+
+@pytest.fixture(scope="module")
+def mixed(localcluster):
+    main = localcluster.spec
+    down(main, cancel_jobs=True)
+    spec = dataclasses.replace(main, state_dir=Path(f"{main.state_dir}-calibrate"),
+                               gpu_model=MODELS)
+    patch = pytest.MonkeyPatch()
+    try:
+        up(spec, install=False)
+        for name, value in spec.env().items():
+            patch.setenv(name, value)
+        yield dataclasses.replace(
+            localcluster, spec=spec, state_dir=spec.state_dir, slurm_conf=spec.slurm_conf,
+            site_toml=spec.site_toml, env=spec.env())
+    finally:
+        patch.undo()
+        cancel_all_jobs(spec)
+        down(spec)
+        up(main, install=False)
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_each_models_own_constants_come_back_within_5_percent(mixed, tmp_path):
+    assert mixed.config()["physics.site_gpu_models"] == ""
+    shipped_file = Path(gm.__file__).parent.parent / "data" / "gpu_models.json"
+    shipped_sha = _sha(shipped_file)
+    site_file = tmp_path / "site-gpus.json"
+    done = run([sys.executable, "-m", "slurm_plugin.cli", "calibrate-gpus", "-p",
+                mixed.spec.partition, "--minutes", "3", "--site-file", str(site_file),
+                "--work-dir", str(tmp_path / "work"), "--json"],
+               env=mixed.env, timeout_s=240, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"2 jobs submitted for {H100}, {V100}" in done.stderr, done.stderr
+    assert ": load " in done.stderr and ": measured" in done.stderr   # progress while waiting
+    summary = json.loads(done.stdout)
+    assert set(summary["models"]) == {V100, H100}
+    assert summary["elapsed_s"] < 180
+
+    for model in (V100, H100):
+        m = summary["models"][model]
+        assert m["mode"] == "emulated"
+        got = {k: c["calibrated"] for k, c in m["constants"].items()}
+        want = {k: gpu_constants(model)[k] for k in CURVE}
+        assert {k: got[k] for k in CURVE} == pytest.approx(want, rel=0.05), (model, m)
+        assert {k: m["constants"][k]["shipped"] for k in CURVE} == pytest.approx(want)
+    h100 = summary["models"][H100]["constants"]["cap_beta"]["calibrated"]
+    assert h100 == pytest.approx(gpu_constants(H100)["cap_beta"], rel=0.05)
+
+    doc = json.loads(site_file.read_text())
+    samples = doc["calibrations"][V100]["samples"]
+    for cap in samples["caps"]:                     # the V100 slows as its chip's sweep
+        _, slow = capped_job(samples["workload"], 1, cap["power_limit_w"], V100)
+        assert cap["time_s"] / samples["workload_time_s"] == pytest.approx(slow, rel=0.05)
+    assert doc["models"][H100]["util_gamma"]["source"] == "measured"
+
+    # the site's file is what a process naming it computes with; the shipped file is as it was
+    assert _sha(shipped_file) == shipped_sha
+    try:
+        gm.use_site_models(str(site_file))
+        assert gm.lookup(H100).dynamic_power_w == pytest.approx(
+            summary["models"][H100]["constants"]["dynamic_power_w"]["calibrated"])
+        assert gm.shipped()["models"][H100]["dynamic_power_w"]["value"] == \
+            gpu_constants(H100)["dynamic_power_w"]
+    finally:
+        gm.use_site_models(None)
