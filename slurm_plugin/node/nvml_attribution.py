@@ -12,7 +12,9 @@ answers. Pure. The rules (docs/energy.md, "Real GPUs"):
   as the calibrated co-location model says (the default class for a job naming none). The
   split then weights each job by shares and class.
 - **MIG**: each job holds the GPU-instance slices of the MIG devices its processes are on;
-  NVML has no utilisation per instance, so the split is by slices.
+  NVML has no utilisation per instance and instances do not slow each other, so a job's
+  utilisation is its class's solo utilisation times its share of the GPU's instantiated
+  slices, and the split weights that by the class's watts per point (as for MPS).
 
 A job's shares come from Slurm (``shares``: job -> shares held on this GPU), its class from its
 own tag (``apps``); both empty when Slurm could not be asked.
@@ -98,9 +100,14 @@ def mig_residents(devices: Iterable[tuple[int, int, tuple[int, ...]]],
                   job_of: Callable[[int], str | None],
                   apps: Mapping[str, str]) -> tuple[Resident, ...]:
     """The jobs on a GPU in MIG mode from its MIG devices (slot, slices, processes): each
-    holds the slices of the devices it has a process on; no utilisation."""
+    holds the slices of the devices it has a process on. NVML gives no utilisation per
+    instance, and instances do not slow each other: a job's utilisation is taken as its
+    class's solo utilisation on its share of the GPU's instantiated slices."""
+    devices = list(devices)
+    total = sum(n for _slot, n, _pids in devices)
     slices: dict[str, int] = {}
     for _slot, n, pids in devices:
         for job in _by_job(pids, job_of):
             slices[job] = slices.get(job, 0) + n
-    return tuple(Resident(j, n, None, apps.get(j, "")) for j, n in sorted(slices.items()))
+    return tuple(Resident(j, n, n / total * _class(apps.get(j, "")).util_at(1),
+                          apps.get(j, "")) for j, n in sorted(slices.items()))

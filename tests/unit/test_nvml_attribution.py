@@ -74,8 +74,11 @@ def test_mps_call_failed_leaves_the_clients_unseen_and_the_server_no_ones():
 
 def test_mig_jobs_hold_the_slices_of_their_devices():
     devices = [(0, 3, (11,)), (1, 2, (21,)), (2, 1, (12,)), (3, 1, ())]
-    assert mig_residents(devices, JOBS, {"6": "alexnet"}) == (
-        Resident("5", 4, None, ""), Resident("6", 2, None, "alexnet"))
+    got = mig_residents(devices, JOBS, {"6": "alexnet"})
+    assert [(r.job_id, r.shares, r.app) for r in got] == [("5", 4, ""), ("6", 2, "alexnet")]
+    # no utilisation per instance: the class's solo one on its share of the 7 slices
+    assert [r.util_pct for r in got] == pytest.approx(
+        [4 / 7 * job_class("resnet18").util_at(1), 2 / 7 * job_class("alexnet").util_at(1)])
 
 
 # --- the Slurm job list, cached -------------------------------------------------------------

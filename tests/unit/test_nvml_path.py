@@ -17,7 +17,7 @@ from slurm_plugin.errors import CommandError
 from slurm_plugin.node.ledger import Ledger, job_file
 from slurm_plugin.node.nvml_replay import NvmlReplay, replay_source
 from slurm_plugin.node.source import NvmlSource
-from slurm_plugin.physics import idle_power_w
+from slurm_plugin.physics import idle_power_w, job_class
 from slurm_plugin.telemetry.nvml import Nvml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvml"
@@ -79,18 +79,27 @@ def test_mps_clients_are_charged_to_their_jobs_not_to_the_server(tmp_path):
     assert sorted(jobs) == ["101", "102", "103"]
 
 
-def test_mig_jobs_share_the_gpus_energy_by_their_slices(tmp_path):
-    """NVML gives one power for the whole GPU: the idle part evenly, the rest by slices."""
+def test_mig_jobs_share_the_gpus_energy_by_their_slices_and_class(tmp_path):
+    """NVML gives one power for the whole GPU: the idle part evenly, the rest by each job's
+    slices times its class's solo utilisation and watts per point."""
     passes, added, _ = run(doc_of("h100-mig"), tmp_path)
     k = next(i for i, rs in enumerate(passes[1:], 1) if len(rs[0].residents) == 3 and
              len(passes[i - 1][0].residents) == 3)
     (before,), (after,) = passes[k - 1], passes[k]
-    assert [(r.job_id, r.shares, r.util_pct) for r in after.residents] == [
-        ("101", 3, None), ("102", 2, None), ("103", 1, None)]
+    apps = {"101": "vgg16", "102": "alexnet", "103": "lstm"}
+    assert [(r.job_id, r.shares, r.app) for r in after.residents] == [
+        ("101", 3, "vgg16"), ("102", 2, "alexnet"), ("103", 1, "lstm")]
+    for r in after.residents:               # 7 slices instantiated: 3 + 2 + 1 + 1 unused
+        assert r.util_pct == pytest.approx(r.shares / 7 * job_class(apps[r.job_id]).util_at(1))
     energy_j, dt_s = after.energy_j - before.energy_j, after.taken_s - before.taken_s
     idle_j = idle_power_w("H100-80GB-HBM3") * dt_s
-    for job, slices in (("101", 3), ("102", 2), ("103", 1)):
-        assert added[k][job] == pytest.approx(idle_j / 3 + (energy_j - idle_j) * slices / 6)
+    assert sum(added[k].values()) == pytest.approx(energy_j)
+    dynamic = {j: added[k][j] - idle_j / 3 for j in apps}
+    assert all(d > 0 for d in dynamic.values())
+    # per slice, as each class's solo dynamic power on the H100 (lstm > vgg16 > alexnet)
+    per_slice = {j: dynamic[j] / n for j, n in (("101", 3), ("102", 2), ("103", 1))}
+    solo = {j: job_class(a).dynamic_power_at(1, "H100") for j, a in apps.items()}
+    assert sorted(per_slice, key=per_slice.get) == sorted(solo, key=solo.get)
 
 
 # --- a call the GPU cannot answer costs that reading alone -----------------------------------
@@ -218,5 +227,6 @@ def test_the_benchmark_prints_the_split_errors_and_the_pass_time():
     res = json.loads(done.stdout)
     assert sorted(res["split"]) == FILES
     assert all(res["split"][f]["max_abs"] < 0.05 for f in FILES if f != "h100-mig")
-    assert res["split"]["h100-mig"]["splits"] == ["exclusive", "shards"]
+    assert res["split"]["h100-mig"]["max_abs"] < 0.3          # the idle part goes evenly
+    assert set(res["split"]["h100-mig"]["splits"]) <= {"exclusive", "util-class", "util-solo"}
     assert 0 < res["nvml_read_median_s"] <= res["pass_median_s"] < 1.0
