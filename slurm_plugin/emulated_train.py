@@ -160,12 +160,13 @@ def gpu_speed_factor(app: str, environ: dict[str, str]) -> float:
         return 1.0
     try:
         from slurm_plugin.config import load
-        from slurm_plugin.node.emulated import job_gpu_indexes, job_node, variability_factor
+        from slurm_plugin.node.emulated import (is_emulated, job_gpu_indexes, job_node,
+                                                variability_factor)
         from slurm_plugin.physics import job_class
 
         cfg = load()
         path = cfg["node.emulated_variability"]
-        if cfg["node.gpu_source"] != "emulated" or not path:
+        if not is_emulated(cfg["node.gpu_source"]) or not path:
             return 1.0
         return variability_factor(path, job_node(environ), job_gpu_indexes(environ),
                                   job_class(app).variability_class)

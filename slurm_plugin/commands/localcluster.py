@@ -11,6 +11,7 @@ import click
 from .. import localcluster
 from ..localcluster import debroot
 from ..localcluster.cluster import as_json
+from ..localcluster.spec import GPU_SOURCES
 
 _STATE_DIR = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
                           help="All state lives here (default $WATTBATCH_LOCALCLUSTER_DIR or "
@@ -63,14 +64,18 @@ def group() -> None:
                    "(H100), or groups in node order (A100:2,H100:2). Default V100. The GRES "
                    "types name it (gpu:h100_80gb_hbm3_g0) and the physics follows it. "
                    "Remembered in the state dir.")
+@click.option("--gpu-source", type=click.Choice(GPU_SOURCES), default=None,
+              help="How the collector reads the emulated GPUs (node.gpu_source): as they are "
+                   "(default emulated), or shown to the NVML read path as NVML would show "
+                   "them (emulated-nvml). Remembered in the state dir.")
 @click.option("--no-install", is_flag=True, help="Do not apt-get install missing packages.")
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
               help="Seconds to wait for idle nodes and InfluxDB.")
 @click.option("--fresh", is_flag=True,
               help="A clean Slurm start: no job of an earlier run is kept.")
 def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str, ...],
-       share_gres: str | None, gpu_model: str | None, no_install: bool, timeout_s: float,
-       fresh: bool) -> None:
+       share_gres: str | None, gpu_model: str | None, gpu_source: str | None,
+       no_install: bool, timeout_s: float, fresh: bool) -> None:
     """Install what is missing, start every daemon, wait until ready (idempotent).
 
     Slurm's jobs are kept across down/up; --fresh starts with none.
@@ -83,6 +88,7 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
                 *_passed_options(state_dir, as_json_flag), *(f"--port={p}" for p in ports),
                 *([f"--share-gres={share_gres}"] if share_gres else []),
                 *([f"--gpu-model={gpu_model}"] if gpu_model is not None else []),
+                *([f"--gpu-source={gpu_source}"] if gpu_source else []),
                 *(["--no-install"] if no_install else []), *(["--fresh"] if fresh else []),
                 f"--timeout={timeout_s}"]
         rc = _inner(release, argv, setup=not no_install)
@@ -96,7 +102,7 @@ def up(state_dir: str | None, as_json_flag: bool, release: str, ports: tuple[str
             raise click.BadParameter(f"{item!r}: expected NAME=PORT", param_hint="--port")
         parsed[name.strip()] = value.strip()
     spec = localcluster.resolve(state_dir, ports=parsed, share_gres=share_gres,
-                                gpu_model=gpu_model)
+                                gpu_model=gpu_model, gpu_source=gpu_source)
     report = localcluster.up(spec, install=not no_install, timeout_s=timeout_s, fresh=fresh)
     if as_json_flag:
         click.echo(as_json(report.as_dict()))

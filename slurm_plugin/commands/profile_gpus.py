@@ -154,10 +154,11 @@ def _stale(profile: Path, max_age_days: float | None) -> dict[str, str]:
     age = max_age_days
     try:
         from .. import config
+        from ..node.emulated import is_emulated
         cfg = config.load()
         if age is None:
             age = float(cfg["pal.profile_max_age_days"])
-        if cfg["node.gpu_source"] == "emulated" and cfg["node.emulated_variability"]:
+        if is_emulated(cfg["node.gpu_source"]) and cfg["node.emulated_variability"]:
             from ..node.emulated import emulated_gpus
             current = {k: v[0] for k, v in emulated_gpus(cfg["node.emulated_variability"]).items()}
     except Exception:          # no site config here: the packaged default age

@@ -295,7 +295,7 @@ def _collector(spec: Spec) -> bool:
             str(spec.pid_file("collector")), "--output", log,
             "--exec", python, "--", "-m", "slurm_plugin.node.keepalive", "--log", log,
             "--restart-delay-s", "1", "--", python, "-m", "slurm_plugin.cli", "collect",
-            "--interval", "2", "--source", "emulated", "--node", "all"],
+            "--interval", "2", "--source", spec.gpu_source, "--node", "all"],
            spec, "collector", spec.pid_file("collector"), "python", spec.log_file("collector"),
            env={**spec.env(), "PYTHONPATH": code})
     return True

@@ -1,10 +1,10 @@
 """Per-job GPU energy against the emulated GPUs' truth, on the local cluster.
 
-Submits groups of jobs of mixed workload classes that share one GPU (one shard each), waits
-for them to end, and compares each job's reported ``job_energy`` (the collector's split and
-the epilog's record in InfluxDB) with the true split the emulated GPUs computed
-(``<node.state_dir>/emulated/true_job_energy.json``). Used by the real-cluster test and by
-``benchmarks/bench_energy_split.py``.
+Submits groups of jobs of mixed workload classes that share one GPU (one shard, or an MPS
+percentage, each), waits for them to end, and compares each job's reported ``job_energy`` (the
+collector's split and the epilog's record in InfluxDB) with the true split the emulated GPUs
+computed (``<node.state_dir>/emulated/true_job_energy.json``). Used by the real-cluster tests
+and by ``benchmarks/bench_energy_split.py``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from ..telemetry.influx import InfluxClient, quote_str
 
 
 def submit_group(cfg: SiteConfig, apps: list[str], node: str, gres_type: str,
-                 duration_s: int) -> list[str]:
-    """One 1-shard job per class on the GPU typed ``gres_type`` of ``node``."""
-    return [actions.submit(["-J", f"energy-{app}", "-w", node, f"--gres=shard:{gres_type}:1",
+                 duration_s: int, gres: str = "shard", count: int = 1) -> list[str]:
+    """One job per class on the GPU typed ``gres_type`` of ``node``, each holding ``count``
+    of its ``gres`` (shards, or ``"mps"`` percent: ``gres="mps", count=50`` is half of it)."""
+    return [actions.submit(["-J", f"energy-{app}", "-w", node,
+                            f"--gres={gres}:{gres_type}:{count}",
                             f"--comment=app={app}", "-o", "/dev/null", "--wrap",
                             f"sleep {duration_s}"], None, cfg) for app in apps]
 

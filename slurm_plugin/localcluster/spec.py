@@ -21,6 +21,8 @@ DEFAULT_PORTS: Mapping[str, int] = {
 }
 SPEC_FILE = "cluster.json"
 EMULATED_GPUS = "emulated-gpus.csv"
+# how the collector reads the emulated GPUs (node.gpu_source): as they are, or through NVML
+GPU_SOURCES = ("emulated", "emulated-nvml")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Spec:
     # the emulated GPUs' model: "" (the site default, node.gpu_model: V100, GRES types g0..),
     # one catalogued model for every node ("H100"), or groups in node order ("A100:2,H100:2")
     gpu_model: str = ""
+    # "emulated", or "emulated-nvml": the emulated GPUs shown to the collector's NVML path
+    gpu_source: str = "emulated"
 
     # --- names -------------------------------------------------------------------------
     @property
@@ -176,12 +180,14 @@ def resolve(state_dir: str | os.PathLike | None = None,
             ports: Mapping[str, str | int] | None = None,
             share_gres: str | None = None,
             gpu_model: str | None = None,
+            gpu_source: str | None = None,
             environ: Mapping[str, str] | None = None) -> Spec:
     """The spec for ``state_dir``: saved one if present, else options > environment > defaults.
 
     Environment: ``WATTBATCH_LOCALCLUSTER_DIR``, ``WATTBATCH_LOCALCLUSTER_PORT_<NAME>``
     (NAME in slurmctld, slurmdbd, slurmd, mariadb, influx, influx_rpc) and
-    ``WATTBATCH_LOCALCLUSTER_SHARE_GRES`` (shard or mps), ``WATTBATCH_LOCALCLUSTER_GPU_MODEL``.
+    ``WATTBATCH_LOCALCLUSTER_SHARE_GRES`` (shard or mps), ``WATTBATCH_LOCALCLUSTER_GPU_MODEL``,
+    ``WATTBATCH_LOCALCLUSTER_GPU_SOURCE`` (emulated or emulated-nvml).
     """
     environ = os.environ if environ is None else environ
     root = Path(state_dir or environ.get("WATTBATCH_LOCALCLUSTER_DIR") or DEFAULT_STATE_DIR)
@@ -202,7 +208,8 @@ def resolve(state_dir: str | os.PathLike | None = None,
                 chosen[name] = _port(f"${env_key}", name, environ[env_key])
         spec = Spec(state_dir=root, ports=chosen,
                     share_gres=environ.get("WATTBATCH_LOCALCLUSTER_SHARE_GRES", "shard"),
-                    gpu_model=environ.get("WATTBATCH_LOCALCLUSTER_GPU_MODEL", ""))
+                    gpu_model=environ.get("WATTBATCH_LOCALCLUSTER_GPU_MODEL", ""),
+                    gpu_source=environ.get("WATTBATCH_LOCALCLUSTER_GPU_SOURCE", "emulated"))
     for name, raw in (ports or {}).items():
         if name not in DEFAULT_PORTS:
             raise ConfigError("--port", name, raw,
@@ -212,7 +219,12 @@ def resolve(state_dir: str | os.PathLike | None = None,
         spec = replace(spec, share_gres=share_gres)
     if gpu_model is not None:
         spec = replace(spec, gpu_model=gpu_model)
+    if gpu_source is not None:
+        spec = replace(spec, gpu_source=gpu_source)
     node_groups(spec.gpu_model, spec.nodes)          # a ConfigError naming what is wrong
     if spec.share_gres not in ("shard", "mps"):
         raise ConfigError("localcluster", "share_gres", spec.share_gres, "choose shard or mps")
+    if spec.gpu_source not in GPU_SOURCES:
+        raise ConfigError("localcluster", "gpu_source", spec.gpu_source,
+                          f"choose {' or '.join(GPU_SOURCES)}")
     return spec

@@ -43,7 +43,7 @@ from ..errors import CommandError, WattError
 from ..model import GpuReading
 from ..physics.calibrate_fit import CalibrationError, power_tolerance_w
 from .calibrate_load import JobTag, Load
-from .emulated import job_gpu_indexes, job_node
+from .emulated import is_emulated, job_gpu_indexes, job_node
 
 CAP_LEVELS = 8           # caps tried from the lowest settable limit up (the top is uncapped)
 PROBE_CAP_W = 1.0        # a cap below every board's range: the limit it gets is the bottom
@@ -283,7 +283,7 @@ def make_load_factory(cfg: Any, tag: JobTag, job_id: str, gpus: int, plan: Plan
                       ) -> Callable[[], Load]:
     """The load of this node's GPUs: emulated classes, else a matmul loop (torch)."""
     from .calibrate_load import EmulatedLoad, TorchLoad
-    if cfg["node.gpu_source"] == "emulated":
+    if is_emulated(cfg["node.gpu_source"]):
         from .emulated import slowdown_path
         return lambda: EmulatedLoad(tag, job_id, gpus, slowdown_path(cfg["node.state_dir"],
                                                                      job_id),
@@ -321,7 +321,7 @@ def run_job(out: Path, deadline_s: float, environ: Mapping[str, str]) -> dict:
         # the caps the job sets reach an NVML board within a second, not the collector's
         # refresh (the emulated source reads Slurm at every reading anyway)
         cfg = config.load().with_overrides({"node.cap_refresh_s": 1.0}, "calibrate_job")
-        emulated = cfg["node.gpu_source"] == "emulated"
+        emulated = is_emulated(cfg["node.gpu_source"])
         left_s = deadline_s - started_s
         from ..physics import class_names
         from .calibrate_load import TorchLoad

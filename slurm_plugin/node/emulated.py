@@ -29,6 +29,16 @@ from .power_cap import caps_of
 DEFAULT_APP = "resnet18"   # class of a GPU job that names none (see docs/physics.md)
 
 
+# the GPU sources over the emulated GPUs (``node.gpu_source``): read directly, or shown to the
+# collector's NVML path (``emulated_nvml.py``); either way the jobs run on no real GPU
+EMULATED_SOURCES = ("emulated", "emulated-nvml")
+
+
+def is_emulated(gpu_source: str) -> bool:
+    """Whether ``node.gpu_source`` names the emulated GPUs (jobs emulate their speed)."""
+    return gpu_source in EMULATED_SOURCES
+
+
 def slowdown_path(state_dir: str | os.PathLike, job_id: str) -> Path:
     return Path(state_dir) / "emulated" / f"slowdown-{job_id}"
 

@@ -33,7 +33,7 @@ from typing import Mapping
 from .. import proc
 from ..errors import CommandError
 from ..physics.gpu_profile import APP_CLASSES
-from .emulated import emulated_gpus, job_gpu_indexes, job_node
+from .emulated import emulated_gpus, is_emulated, job_gpu_indexes, job_node
 
 
 def result_path(out: Path, node: str, index: int) -> Path:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from .. import config
         cfg = config.load()
-        emulated = emulated or cfg["node.gpu_source"] == "emulated"
+        emulated = emulated or is_emulated(cfg["node.gpu_source"])
         variability = cfg["node.emulated_variability"] if emulated else ""
     except Exception as exc:   # no site config: a real GPU needs none
         if emulated:

@@ -16,12 +16,16 @@ default, and its MIG mode. Then, by how the GPU is shared:
 - ``mig``: each MIG device's slices and processes; in MIG mode NVML gives no utilisation.
   The physics has no MIG: a job on a device of ``s`` of the GPU's ``MIG_SLICES`` slices is
   taken to draw ``s / MIG_SLICES`` of the idle power and of its class's solo dynamic power.
+
+``board_calls``, ``shared_calls`` and ``samples_at`` make a GPU's record;
+``emulated_nvml.py`` shows the local cluster's emulated GPUs live by the same conventions.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..errors import InputError
 from ..model import Gpu, GpuUse, Job
 from ..physics import job_class
 from ..physics.gpu_models import lookup
@@ -86,19 +90,71 @@ def _step(gpu: SynthGpu, index: int, model: str, node: str,
             {r.job_id: r.util_pct or 0.0 for r in st.residents}, dict(st.job_power_w))
 
 
-def _pids(gpu: SynthGpu, k: int) -> tuple[int, ...]:
+def job_pids(mode: str, k: int) -> tuple[int, ...]:
     """The processes of the ``k``-th job of the node: two on a time-sliced GPU, else one."""
     pid = JOB_PID + 10 * k
-    return (pid, pid + 1) if gpu.mode == "shard" else (pid,)
+    return (pid, pid + 1) if mode == "shard" else (pid,)
 
 
-def _proc(pid: int, app: str) -> dict:
-    return {"pid": pid, "usedGpuMemory": job_class(app).memory_mib * MIB if app else 0}
+def process(pid: int, app: str) -> dict:
+    """A compute process holding its class's memory (none for a process of no job, ``""``,
+    or of a class the physics does not know)."""
+    try:
+        used_mib = job_class(app).memory_mib if app else 0
+    except InputError:
+        used_mib = 0
+    return {"pid": pid, "usedGpuMemory": used_mib * MIB}
 
 
-def _sample(pid: int, t_s: float, util_pct: float) -> dict:
+def sample(pid: int, t_s: float, util_pct: float) -> dict:
     return {"pid": pid, "timeStamp": int(round(t_s * 1e6)), "smUtil": int(round(util_pct)),
             "memUtil": 0, "encUtil": 0, "decUtil": 0}
+
+
+def samples_at(mode: str, index: int, t_s: float,
+               jobs: Iterable[tuple[tuple[int, ...], float]]) -> list[dict]:
+    """The per-process samples taken at ``t_s`` on GPU ``index`` of ``jobs`` (each one's
+    processes and utilisation): time-sliced, one on each job's first process beside the
+    monitoring process's 1%; under MPS, one on the server, the pool's, while a job runs."""
+    jobs = list(jobs)
+    if mode == "shard":
+        return [sample(AGENT_PID + index, t_s, 1.0)] + [sample(pids[0], t_s, util)
+                                                        for pids, util in jobs]
+    return [sample(SERVER_PID + index, t_s, sum(u for _, u in jobs))] if jobs else []
+
+
+def board_calls(model: str, power_w: float, energy_mj: float, mem_mib: float,
+                limit_w: float) -> dict[str, Any]:
+    """What a GPU of ``model`` answers of itself: its NVML name, power, energy counter,
+    memory, power limit, the limit's range and default."""
+    m = lookup(model)
+    return {
+        "nvmlDeviceGetName": m.nvml_names[0],
+        "nvmlDeviceGetPowerUsage": int(round(power_w * 1000)),
+        "nvmlDeviceGetTotalEnergyConsumption": int(round(energy_mj)),
+        "nvmlDeviceGetMemoryInfo": {"total": int(m.memory_mib) * MIB,
+                                    "used": int(round(mem_mib)) * MIB,
+                                    "free": (int(m.memory_mib) - int(round(mem_mib))) * MIB},
+        "nvmlDeviceGetPowerManagementLimit": int(round(limit_w * 1000)),
+        "nvmlDeviceGetPowerManagementLimitConstraints":
+            [int(round(m.min_power_cap_w * 1000)), int(round(m.max_power_w * 1000))],
+        "nvmlDeviceGetPowerManagementDefaultLimit": int(round(m.max_power_w * 1000)),
+    }
+
+
+def shared_calls(mode: str, index: int, util_pct: float, clients: list[dict],
+                 samples: list[dict]) -> dict[str, Any]:
+    """What GPU ``index``, not in MIG mode, answers of its work: time-sliced (``"shard"``),
+    the jobs' processes (``clients``) as compute processes beside a monitoring process; under
+    MPS (``"mps"``), the server as the one compute process and the jobs' as its clients."""
+    other = [process(AGENT_PID + index if mode == "shard" else SERVER_PID + index, "")]
+    return {
+        "nvmlDeviceGetMigMode": [0, 0],
+        "nvmlDeviceGetUtilizationRates": {"gpu": int(round(util_pct)), "memory": 0},
+        "nvmlDeviceGetProcessUtilization": samples,
+        "nvmlDeviceGetComputeRunningProcesses": clients + other if mode == "shard" else other,
+        "nvmlDeviceGetMPSComputeRunningProcesses": clients if mode == "mps" else [],
+    }
 
 
 def synthesise(gpus: Iterable[SynthGpu], *, model: str = "H100-80GB-HBM3",
@@ -111,7 +167,7 @@ def synthesise(gpus: Iterable[SynthGpu], *, model: str = "H100-80GB-HBM3",
     steps = round(duration_s / STEP_S)
     per_pass, per_sample = round(interval_s / STEP_S), round(SAMPLE_S / STEP_S)
     order = {id(j): k for k, j in enumerate(j for g in gpus for j in g.jobs)}
-    pid_of = {j.job_id: _pids(g, order[id(j)]) for g in gpus for j in g.jobs}
+    pid_of = {j.job_id: job_pids(g.mode, order[id(j)]) for g in gpus for j in g.jobs}
     pids: dict[str, str | None] = {str(p): j for j, ps in pid_of.items() for p in ps}
     truth: dict[str, float] = {}
     passes: list[dict] = [{"t_s": T0_S + k * STEP_S, "gpus": []}
@@ -125,20 +181,13 @@ def synthesise(gpus: Iterable[SynthGpu], *, model: str = "H100-80GB-HBM3",
         for _power, _util, _mem, _utils, own in states:
             for job, p in own.items():
                 truth[job] = truth.get(job, 0.0) + p * STEP_S
-        samples = []
-        for end in range(per_sample, steps + 1, per_sample):
+        samples = []                        # none in MIG mode
+        for end in range(per_sample, steps + 1, per_sample) if gpu.mode != "mig" else ():
             window = states[end - per_sample:end]
-            t_s = T0_S + end * STEP_S
-            if gpu.mode == "shard":
-                samples.append(_sample(AGENT_PID + index, t_s, 1.0))
             ran = [j for j in gpu.jobs if any(j.job_id in w[3] for w in window)]
-            if gpu.mode == "shard":
-                samples += [_sample(pid_of[j.job_id][0], t_s,
-                                    sum(w[3].get(j.job_id, 0.0) for w in window) / per_sample)
-                            for j in ran]
-            elif gpu.mode == "mps" and ran:
-                samples.append(_sample(SERVER_PID + index, t_s,
-                                       sum(sum(w[3].values()) for w in window) / per_sample))
+            samples += samples_at(gpu.mode, index, T0_S + end * STEP_S, [
+                (pid_of[j.job_id], sum(w[3].get(j.job_id, 0.0) for w in window) / per_sample)
+                for j in ran])
         energy_mj = float(ENERGY_BASE_MJ)
         for k, pas in enumerate(passes):
             step = k * per_pass
@@ -147,18 +196,7 @@ def synthesise(gpus: Iterable[SynthGpu], *, model: str = "H100-80GB-HBM3",
             power, util, mem, _utils, _own = states[max(0, step - 1)]
             last_t = (max(0, step - 1) + 0.5) * STEP_S
             running = [j for j in gpu.jobs if _runs(j, last_t)]
-            rec: dict[str, Any] = {
-                "nvmlDeviceGetName": m.nvml_names[0],
-                "nvmlDeviceGetPowerUsage": int(round(power * 1000)),
-                "nvmlDeviceGetTotalEnergyConsumption": int(round(energy_mj)),
-                "nvmlDeviceGetMemoryInfo": {"total": int(m.memory_mib) * MIB,
-                                            "used": int(round(mem)) * MIB,
-                                            "free": (int(m.memory_mib) - int(round(mem))) * MIB},
-                "nvmlDeviceGetPowerManagementLimit": int(round(m.max_power_w * 1000)),
-                "nvmlDeviceGetPowerManagementLimitConstraints":
-                    [int(round(m.min_power_cap_w * 1000)), int(round(m.max_power_w * 1000))],
-                "nvmlDeviceGetPowerManagementDefaultLimit": int(round(m.max_power_w * 1000)),
-            }
+            rec = board_calls(model, power, energy_mj, mem, m.max_power_w)
             if gpu.mode == "mig":
                 unsupported = {"error": "NVML_ERROR_NOT_SUPPORTED"}
                 rec.update({
@@ -174,23 +212,15 @@ def synthesise(gpus: Iterable[SynthGpu], *, model: str = "H100-80GB-HBM3",
                             "gpuInstanceSliceCount": n, "computeInstanceSliceCount": n,
                             "memorySizeMB": MIG_PROFILES[n][1]},
                         "nvmlDeviceGetComputeRunningProcesses": [
-                            _proc(pid_of[j.job_id][0], j.app) for j in running if j.slot == slot],
+                            process(pid_of[j.job_id][0], j.app) for j in running
+                            if j.slot == slot],
                     } for slot, n in enumerate(gpu.mig_slices)}})
             else:
                 t_s = pas["t_s"]
-                clients = [_proc(p, j.app) for j in running for p in pid_of[j.job_id]]
-                others = [_proc(AGENT_PID + index if gpu.mode == "shard" else SERVER_PID + index,
-                                "")]
-                rec.update({
-                    "nvmlDeviceGetMigMode": [0, 0],
-                    "nvmlDeviceGetUtilizationRates": {"gpu": int(round(util)), "memory": 0},
-                    "nvmlDeviceGetProcessUtilization":
-                        [s for s in samples if t_s - BUFFER_S < s["timeStamp"] / 1e6 <= t_s],
-                    "nvmlDeviceGetComputeRunningProcesses":
-                        clients + others if gpu.mode == "shard" else others,
-                    "nvmlDeviceGetMPSComputeRunningProcesses":
-                        clients if gpu.mode == "mps" else [],
-                })
+                rec.update(shared_calls(
+                    gpu.mode, index, util, [process(p, j.app) for j in running
+                                            for p in pid_of[j.job_id]],
+                    [s for s in samples if t_s - BUFFER_S < s["timeStamp"] / 1e6 <= t_s]))
             pas["gpus"].append(rec)
     jobs = {j.job_id: {"app": j.app, "gpus": {str(i): j.shares}}
             for i, g in enumerate(gpus) for j in g.jobs}

@@ -1,8 +1,8 @@
 """Where GPU readings come from: the ``GpuSource`` interface and its NVML implementation.
 
 The collector, the prolog and the epilog only see ``GpuSource.read()``. Sources are named in
-``SOURCES`` (site key ``node.gpu_source``); an emulated source for the test cluster's fake GPUs
-registers itself there the same way.
+``SOURCES`` (site key ``node.gpu_source``); the test cluster's fake GPUs are there too: read as
+they are (``emulated``) or through this NVML path (``emulated-nvml``).
 """
 
 from __future__ import annotations
@@ -253,18 +253,29 @@ def _emulated(node: str, cfg: Any) -> GpuSource:
     return EmulatedSource(node, lambda: snapshot(cfg), cfg["node.state_dir"])
 
 
-def _nvml(node: str, cfg: Any) -> GpuSource:
-    # one cached squeue answer serves the caps (as the jobs ask; the source moves each into its
-    # GPU's model's range) and the residents' classes and shares
+def _nvml(node: str, cfg: Any, **nvml: Any) -> NvmlSource:
+    """``node``'s ``NvmlSource`` with the site's Slurm lookup: one cached squeue answer serves
+    the caps (as the jobs ask; the source moves each into its GPU's model's range) and the
+    residents' classes and shares. ``nvml``: the rest of its arguments (the NVML wrapper,
+    clock, ``job_of``; none: pynvml on this node)."""
     jobs = CachedJobs(lambda: node_jobs(cfg, node), cfg["node.cap_refresh_s"])
     return NvmlSource(node, caps=lambda indexes: desired_caps(jobs(), node, indexes,
                                                               gpu_model=""),
-                      cap_refresh_s=cfg["node.cap_refresh_s"], jobs=jobs)
+                      cap_refresh_s=cfg["node.cap_refresh_s"], jobs=jobs, **nvml)
+
+
+def _emulated_nvml(node: str, cfg: Any) -> GpuSource:
+    """The emulated GPUs read through the NVML path (``emulated_nvml.py``)."""
+    from .emulated_nvml import EmulatedNvmlSource
+
+    return EmulatedNvmlSource(_emulated(node, cfg), cfg["slurm.share_gres"] == "mps",
+                              lambda name, **nvml: _nvml(name, cfg, **nvml))
 
 
 SOURCES: dict[str, Callable[[str, Any], GpuSource]] = {
     "nvml": _nvml,
     "emulated": _emulated,
+    "emulated-nvml": _emulated_nvml,
 }
 
 

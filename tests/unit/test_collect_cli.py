@@ -30,7 +30,7 @@ def test_a_bad_site_source_names_the_layer_that_set_it(monkeypatch, tmp_path):
     monkeypatch.setenv("WATTBATCH_SITE_CONFIG", str(site))
     r = CliRunner().invoke(wattctl, ["collect", "--once"])
     assert isinstance(r.exception, ConfigError)
-    assert f"{site}: node.gpu_source = 'nvm': choose one of: emulated, nvml" in str(r.exception)
+    assert f"{site}: node.gpu_source = 'nvm': choose one of: emulated, emulated-nvml, nvml" in str(r.exception)
 
 
 def test_a_source_registered_at_run_time_is_accepted(monkeypatch, tmp_path):
@@ -54,7 +54,7 @@ def test_make_source_names_where_the_value_came_from():
     with pytest.raises(ConfigError) as exc:
         make_source("nvm", "g1", None, "$WATTBATCH_NODE_GPU_SOURCE")
     assert str(exc.value) == ("config: $WATTBATCH_NODE_GPU_SOURCE: node.gpu_source = 'nvm': "
-                              "choose one of: emulated, nvml")
+                              "choose one of: emulated, emulated-nvml, nvml")
     with pytest.raises(ConfigError, match="^config: site config: node.gpu_source = 'nvm'"):
         make_source("nvm", "g1", None)      # a caller that does not know
 

@@ -133,3 +133,51 @@ def test_the_default_cluster_keeps_its_v100_types(tmp_path):
     assert "Feature=v100 Gres=gpu:g0:1," in files["slurm.conf"]
     assert "gpu_model" not in render("site.toml.j2", resolve(tmp_path, environ={}),
                                      influx_user="u", influx_password="p")
+
+
+def test_the_gpu_source_is_chosen_remembered_and_rendered(tmp_path):
+    assert resolve(tmp_path, environ={}).gpu_source == "emulated"
+    env = {"WATTBATCH_LOCALCLUSTER_GPU_SOURCE": "emulated-nvml"}
+    assert resolve(tmp_path, environ=env).gpu_source == "emulated-nvml"
+    spec = resolve(tmp_path, gpu_source="emulated-nvml", environ={})
+    spec.save()
+    assert resolve(tmp_path, environ={}).gpu_source == "emulated-nvml"
+    site = tmp_path / "site.toml"
+    site.write_text(render("site.toml.j2", spec, influx_user="u", influx_password="p"))
+    cfg = config.load(site, environ={})
+    assert (cfg["node.gpu_source"], cfg["node.cap_refresh_s"]) == ("emulated-nvml", 2)
+    from slurm_plugin.node.source import SOURCES
+    assert cfg["node.gpu_source"] in SOURCES
+    plain = render("site.toml.j2", resolve(tmp_path / "plain", environ={}), influx_user="u",
+                   influx_password="p")
+    assert tomllib.loads(plain)["node"]["gpu_source"] == "emulated"
+    assert "cap_refresh_s" not in plain
+
+
+def test_a_bad_gpu_source_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="gpu_source = 'nvml': choose emulated or "
+                                          "emulated-nvml"):
+        resolve(tmp_path, gpu_source="nvml", environ={})
+
+
+def test_up_passes_the_gpu_source_on_and_into_a_debian_root(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from slurm_plugin import localcluster
+    from slurm_plugin.commands import localcluster as command
+    inner, specs = [], []
+
+    def up(spec, **kw):
+        specs.append(spec)
+        raise RuntimeError("no daemons in the unit tier")
+    monkeypatch.setattr(command, "_inner", lambda release, argv, **kw: inner.append(argv) or 0)
+    monkeypatch.setattr(localcluster, "up", up)
+    done = CliRunner().invoke(command.group, ["up", "--slurm", "24.11", "--no-install",
+                                              "--gpu-source", "emulated-nvml"])
+    assert done.exit_code == 0, done.output
+    assert "--gpu-source=emulated-nvml" in inner[0]
+    CliRunner().invoke(command.group, ["up", "--state-dir", str(tmp_path), "--no-install",
+                                       "--gpu-source", "emulated-nvml"])
+    assert [s.gpu_source for s in specs] == ["emulated-nvml"]
+    bad = CliRunner().invoke(command.group, ["up", "--gpu-source", "nvml"])
+    assert bad.exit_code == 2 and "emulated-nvml" in bad.output
