@@ -15,7 +15,9 @@ back to back (each copy shifted by the trace's span: about 211,000 jobs for the 
 with N = 4) on the first shape (Philly traces only). Policies default to every registered name
 but aliases. ``--class-mixes``: comma-separated mixes, each a named mix (all, eaco-paper) or
 classes joined with ``+`` (``alexnet+vgg16``). ``--gpu-types``: the GPU model of every GPU
-(any catalogued model: V100, A100, H100, ...), one column per model and shape. A second table
+(any catalogued model: V100, A100, H100, ...), one column per model and shape; a cluster of
+several models is its groups joined with ``+`` (``V100:22+A100:21+H100:21``: the groups give
+the nodes, the shape the GPUs per node). A second table
 gives each cell's energy (kWh) and, where slurm-default ran, its ratio to slurm-default's.
 Goal: every cell at least 2,000 jobs/s and under 1 GB peak RSS.
 """
@@ -37,6 +39,7 @@ from slurm_plugin.errors import CommandError, ConfigError, InputError  # noqa: E
 from slurm_plugin.physics.constants import gpu_constants  # noqa: E402
 from slurm_plugin.physics.classes import class_mix  # noqa: E402
 from slurm_plugin.policy.registry import policy_names  # noqa: E402
+from slurm_plugin.sim.cluster import parse_groups  # noqa: E402
 from slurm_plugin.proc import run  # noqa: E402
 from slurm_plugin.sim.trace import FORMATS, builtin_trace, read_trace  # noqa: E402
 
@@ -49,13 +52,14 @@ _CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 from slurm_plugin.physics.classes import class_mix
-from slurm_plugin.sim.cluster import ClusterSpec
+from slurm_plugin.sim.cluster import ClusterSpec, parse_groups
 from slurm_plugin.sim.run import Inputs, simulate
 a = json.loads(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 inputs = Inputs(Path(a["trace"]), a["trace_format"],
                 ClusterSpec(nodes=a["nodes"], gpus_per_node=a["gpus_per_node"],
-                            gpu_type=a["gpu_type"]), "GB",
+                            gpu_type=a["gpu_type"],
+                            groups=parse_groups(a["gpu_type"].replace("+", ","))), "GB",
                 class_mix=class_mix(a["class_mix"]))
 r = simulate(inputs, a["policy"])
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -110,14 +114,18 @@ def main() -> int:
     ap.add_argument("--repeat", type=positive_int, default=1, help="runs per cell (median jobs/s)")
     ap.add_argument("--gpu-types", default="V100",
                     help="comma-separated GPU models of the cluster (any catalogued: V100, A100, "
-                         "H100, ...; wattctl gpu-models), one column each")
+                         "H100, ...; wattctl gpu-models), one column each; several models in "
+                         "one cluster: MODEL:NODES groups joined with + (V100:22+A100:21)")
     args = ap.parse_args()
     gpu_types = [t.strip() for t in args.gpu_types.split(",")]
     for gt in gpu_types:
         try:
-            gpu_constants(gt)
+            for model, _ in parse_groups(gt.replace("+", ",")) or ((gt, 1),):
+                gpu_constants(model)
+        except ValueError as exc:
+            ap.error(f"--gpu-types {args.gpu_types}: {exc} (groups joined with +)")
         except ConfigError as exc:
-            ap.error(f"--gpu-types {args.gpu_types}: {gt!r}: {exc.fix}")
+            ap.error(f"--gpu-types {args.gpu_types}: {exc.value!r}: {exc.fix}")
     try:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     except ValueError:

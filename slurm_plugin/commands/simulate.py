@@ -14,7 +14,7 @@ from ..config import load as load_config
 from ..errors import ConfigError, InputError
 from ..physics.classes import class_mix
 from ..sim.carbon import load_carbon
-from ..sim.cluster import ClusterSpec, load_cluster
+from ..sim.cluster import ClusterSpec, load_cluster, parse_groups
 from ..sim.metrics import FIELDS
 from ..policy import get_policy
 from ..sim.run import (Inputs, TimelineWriter, default_trace, load_jobs,
@@ -64,11 +64,13 @@ def _sacct_jobs(source: str, spec: ClusterSpec, limit_jobs: int | None):
 
     jobs, summary = read_sacct(sys.stdin if source == "-" else source,
                                shards_per_gpu=spec.shards_per_gpu or 4, limit_jobs=limit_jobs)
+    most = spec.largest_model_nodes     # a job runs on one GPU model
     for j in jobs:
-        if j.num_gpus > spec.gpu_count or -(-j.num_gpus // spec.gpus_per_node) > spec.nodes:
+        if j.num_gpus > spec.gpu_count or -(-j.num_gpus // spec.gpus_per_node) > most:
             raise InputError(f"sacct: {summary.path}: line {j.line}: job {j.job_id}: "
-                             f"{j.num_gpus} GPUs is larger than the cluster ({spec.nodes} nodes "
-                             f"x {spec.gpus_per_node} GPUs); use a larger --nodes or --cluster")
+                             f"{j.num_gpus} GPUs is larger than the cluster ({most} nodes "
+                             f"x {spec.gpus_per_node} GPUs of one model); use a larger --nodes "
+                             f"or --cluster")
     return jobs, summary
 
 
@@ -134,13 +136,16 @@ def _check_plot(path: Path) -> None:
 @click.option("--gpus-per-node", type=click.IntRange(1), default=None, help="GPUs per node  [default: 8]")
 @click.option("--gpu-type", default=None,
               help="GPU model of every GPU: any catalogued model, by name, NVML name or alias "
-                   "(V100, A100, H100, ...; `wattctl gpu-models` lists them)  [default: V100]")
+                   "(V100, A100, H100, ...; `wattctl gpu-models` lists them); or node groups "
+                   "of several models, MODEL:NODES comma-separated in node order (V100:16,"
+                   "A100:32; no --nodes with it)  [default: V100]")
 @click.option("--cluster", "cluster_file", type=click.Path(path_type=Path), default=None,
               help="Cluster TOML ([cluster] nodes, gpus_per_node, gpu_type, shards_per_gpu, "
                    "node_base_power_w, backfill_depth, bf_interval_s, sched_interval_s, "
                    "time_limit_rule, time_limit_factor_max, reconcile_interval_s, suspend_time_s, "
                    "resume_delay_s, suspended_power_w, restart_cost_s, nodes_per_switch, "
-                   "deferrable_share, slack_s; see docs/simulator.md); not with "
+                   "deferrable_share, slack_s; [[cluster.groups]] nodes, gpu_type for several "
+                   "GPU models; see docs/simulator.md, docs/gpu-models.md); not with "
                    "--nodes/--gpus-per-node/--gpu-type.")
 @click.option("--policy", default=None, help="Policy name (see `wattctl policies`).")
 @click.option("--compare", default=None,
@@ -224,13 +229,20 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                                    "give one or the other")
         spec = load_cluster(cluster_file)
     else:
+        try:
+            groups = parse_groups(gpu_type or "")
+        except ValueError as exc:
+            raise click.BadParameter(f"{gpu_type!r}: {exc}", param_hint="'--gpu-type'") from None
+        if groups and nodes is not None:
+            raise click.UsageError(f"--gpu-type {gpu_type} gives the nodes of each model; "
+                                   f"leave out --nodes")
         spec = ClusterSpec(nodes=nodes or 64, gpus_per_node=gpus_per_node or 8,
-                           gpu_type=gpu_type or "V100")
+                           gpu_type=gpu_type or "V100", groups=groups)
         if gpu_type is not None:
             try:
                 spec.resolved()
             except ConfigError as exc:
-                raise click.BadParameter(f"{gpu_type!r}: {exc.fix}",
+                raise click.BadParameter(f"{exc.value!r}: {exc.fix}",
                                          param_hint="'--gpu-type'") from None
     spec.resolved()
     mix = class_mix(mix_spec)

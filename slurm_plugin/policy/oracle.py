@@ -7,7 +7,9 @@ packed cluster with no idle capacity. That share can be as small as a few percen
 on one GPU), which no policy may do: with ``max_jobs_per_gpu`` (the site's share limit) a job
 pays at least ``1 / max_jobs_per_gpu`` of the static power, a bound a policy within the limit
 could approach. The simulator computes both from the trace (``energy_bound``); as a live policy
-it advises that power cap and changes nothing else.
+it advises that power cap and changes nothing else: the cap of the model the job asks for, else
+of the cluster's one model (on a cluster of several, where the job may land on any, the cap
+only when every model's best cap is the same).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..errors import ConfigError
 from ..model import Action, JobRequest, Placement
 from ..physics import (cap_settings_w, cap_slowdown, capped_power_w, idle_power_w, job_class,
                        node_base_power_w)
 from .base import Context, plain_placement
+from .model_groups import cluster_models
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +77,19 @@ class OracleBound:
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         if not request.app:
             return plain_placement(self.name, request, "oracle-bound: no job class known")
-        model = request.gpu_model.upper() or "V100"
-        b = energy_bound(request.app, max(1, request.total_gpus), 1.0, model)
+        models = (request.gpu_model.upper(),) if request.gpu_model else \
+            cluster_models(ctx.cluster) or ("V100",)
+        try:
+            caps = {energy_bound(request.app, max(1, request.total_gpus), 1.0, m).power_cap_w
+                    for m in models}
+        except ConfigError as exc:
+            return plain_placement(self.name, request, f"oracle-bound: {exc.value!r} is not a "
+                                   f"catalogued GPU model: uncapped")
+        if len(caps) > 1:
+            return plain_placement(self.name, request, f"oracle-bound: the best cap differs "
+                                   f"between the GPU models the job may get "
+                                   f"({', '.join(models)}): uncapped")
+        b = energy_bound(request.app, max(1, request.total_gpus), 1.0, models[0])
         if b.power_cap_w is None:
             return plain_placement(self.name, request, "oracle-bound: uncapped is most efficient")
         return Placement(policy=self.name, gpus=request.gpus, power_cap_w=b.power_cap_w,

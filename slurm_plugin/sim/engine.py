@@ -10,7 +10,9 @@ EASY backfill, the first blocked job gets a reservation and later jobs start now
 start + time limit, as Slurm expects; at most ``backfill_depth`` jobs are looked at per pass.
 A job still running at its time limit is killed (``jobs_timed_out``). Time limits come from the
 trace (``time_limit_s``) or the seeded rule of ``time_limits``, in whole minutes. Whole GPUs,
-nodes first-fit in name order. A
+nodes first-fit in name order. On a cluster of several GPU models (``ClusterSpec.groups``) each
+node computes with its own model and a job runs on one: a multi-node job's nodes, its
+reservation and a policy's pinned nodes are all of one model (docs/gpu-models.md). A
 policy's ``Placement`` is honoured as Slurm honours the sbatch options wattbatch renders from it:
 pinned nodes and GPU indexes, shards on a shared GPU, ``--begin``, a power cap. Every
 ``reconcile_interval_s`` the policy's ``reconcile`` runs and its Actions are applied.
@@ -36,7 +38,7 @@ from ..physics import (assign_class, clamp_cap_w, group_slowdowns, idle_power_w,
                        max_power_w)
 from ..physics.job_cap import capped_job
 from ..physics.classes import ClassMix, class_mix as named_mix
-from ..physics.constants import gpu_constants
+from ..physics.constants import catalogue_entry, gpu_constants
 from ..policy.base import Context, Policy, plain_placement
 from ..record import replace
 from ..telemetry.carbon import CarbonProvider
@@ -44,8 +46,8 @@ from ..telemetry.carbon_forecast import ForecastingCarbon
 from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
-from .state import (BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuState, NodeState, SimJob,
-                    gres_type)
+from .state import (BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuKind, GpuState, NodeState,
+                    SimJob, gres_type)
 from .time_limits import draw_limit_s, whole_minutes_s
 from .slack import draw_slack_s
 from .trace import TraceJob
@@ -96,20 +98,26 @@ class Simulator:
         self.trace = jobs
         self.stat_eff = statistical_efficiency      # batch-size model: samples grow with batch
         self.timeline, self.progress = timeline, progress
-        gt = self.spec.gpu_type
-        self.idle_w = idle_power_w(gt)
-        self.max_power_w = max_power_w(gt)
-        self.memory_mib = int(gpu_constants(gt).get("memory_mib", 32768))
+        # one GpuKind per node group; nodes whose models are one catalogue entry are one model
+        self.mixed = bool(self.spec.groups)
+        self.max_job_nodes = self.spec.largest_model_nodes   # a job runs on one model
+        entries: dict[str, int] = {}
+        kinds = [GpuKind(gt, entries.setdefault(catalogue_entry(gt), len(entries)),
+                         idle_power_w(gt), max_power_w(gt),
+                         int(gpu_constants(gt).get("memory_mib", 32768)))
+                 for gt, _ in self.spec.node_groups]
         self.nodes: list[NodeState] = []
         width = len(str(self.spec.nodes - 1))
-        for i in range(self.spec.nodes):
-            n = NodeState(i, f"node{i:0{width}d}")
+        node_kinds = [kind for kind, (_, count) in zip(kinds, self.spec.node_groups)
+                      for _ in range(count)]
+        for i, kind in enumerate(node_kinds):
+            n = NodeState(i, f"node{i:0{width}d}", kind)
             if self.spec.nodes_per_switch:   # topology.conf: leaf switches of N nodes
                 n.features = (f"switch=s{i // self.spec.nodes_per_switch}",)
             for k in range(self.spec.gpus_per_node):
                 var = variability[i * self.spec.gpus_per_node + k] if variability else None
                 g = GpuState(n, k, var)
-                g.power_w = self.idle_w
+                g.power_w = kind.idle_w
                 n.gpus.append(g)
             n.free = self.spec.gpus_per_node
             self.nodes.append(n)
@@ -148,7 +156,8 @@ class Simulator:
         # the two sums (Cluster.limit_use)
         self.limit_log: deque[tuple[float, float, float]] = deque()
         self.limit_sums = [0.0, 0.0]
-        self.gpu_power_total = self.idle_w * self.spec.gpu_count
+        self.gpu_power_total = sum(kind.idle_w * (count * self.spec.gpus_per_node)
+                                   for kind, (_, count) in zip(kinds, self.spec.node_groups))
         self.node_power_total = self.spec.node_base_power_w * self.spec.nodes
         self.busy_gpus = 0          # GPUs holding a running job (not one waiting for a boot)
         self.job_gpus = 0           # GPUs of running jobs, a shared GPU once per job
@@ -172,6 +181,20 @@ class Simulator:
         self.gpu_readings, self.progress_view = GpuReadings(self), ProgressView(self)  # live views
         self.pending_view = PendingView(self)
         self.pinned_pending: dict[str, SimJob] = {}   # pending jobs pinned to GPUs, by id
+
+    # a single-model cluster's GPU constants (a mixed one's first node group's); the engine
+    # computes with each node's own (NodeState.kind)
+    @property
+    def idle_w(self) -> float:
+        return self.nodes[0].kind.idle_w
+
+    @property
+    def max_power_w(self) -> float:
+        return self.nodes[0].kind.max_w
+
+    @property
+    def memory_mib(self) -> int:
+        return self.nodes[0].kind.memory_mib
 
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
@@ -218,7 +241,7 @@ class Simulator:
         if self.changed_nodes:     # only the nodes that changed get a new view
             views, nodes = self.node_list, self.nodes
             for pos in self.changed_nodes:
-                views[pos] = nodes[pos].model(spec.gpu_type, self.memory_mib, spec.shards_per_gpu)
+                views[pos] = nodes[pos].model(spec.shards_per_gpu)
             self.nodes_version += 1
             self.nodes_log[self.nodes_version] = tuple(nodes[p].name for p in self.changed_nodes)
             self.nodes_log.pop(self.nodes_version - LOG_VERSIONS, None)
@@ -242,8 +265,10 @@ class Simulator:
     def _request(self, t: TraceJob, app: str, limit_s: float) -> JobRequest:
         gpn = self.spec.gpus_per_node
         nodes = -(-t.num_gpus // gpn)
+        # on a cluster of several models a trace job asks for none: Slurm picks one
+        model = "" if self.mixed else self.spec.gpu_type.lower()
         return JobRequest(name=f"job{t.job_id}", user=t.user, gpus=-(-t.num_gpus // nodes),
-                          num_nodes=nodes, gpu_model=self.spec.gpu_type.lower(),
+                          num_nodes=nodes, gpu_model=model,
                           time_limit_s=limit_s, deadline_s=t.deadline_s, slack_s=self._slack_s(t),
                           app=app,
                           min_gpus=t.min_gpus, max_gpus=t.max_gpus, submit_s=t.submit_s,
@@ -269,8 +294,10 @@ class Simulator:
         gpn = self.spec.gpus_per_node
         if pl.gpus < 1 or pl.gpus > gpn or any(n not in self.node_by_name for n in pl.nodes):
             return False
-        if pl.num_nodes is not None and not 1 <= pl.num_nodes <= self.spec.nodes:
+        if pl.num_nodes is not None and not 1 <= pl.num_nodes <= self.max_job_nodes:
             return False
+        if self.mixed and len({self.node_by_name[n].kind.entry_id for n in pl.nodes}) > 1:
+            return False        # nodes of two models: in no one partition
         if pl.gpu_indexes and (len(pl.nodes) != 1 or len(pl.gpu_indexes) != pl.gpus
                                or any(not 0 <= i < gpn for i in pl.gpu_indexes)):
             return False
@@ -306,8 +333,9 @@ class Simulator:
         j.num_nodes = len(pl.nodes) if pl.nodes else (num_nodes or pl.num_nodes or j.req.num_nodes)
         j.share = pl.share_mode != "exclusive"
         j.shards = pl.shards if j.share else 0
-        j.cap_w = clamp_cap_w(pl.power_cap_w, self.spec.gpu_type)
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
+        j.cap_ask_w = pl.power_cap_w
+        j.cap_w = self._clamped(j, pl.power_cap_w)
         j.nice = pl.nice or 0
         j.shape = None if j.pin_nodes else (j.per_node, j.num_nodes, j.shards)
         self._pin_pending(j, True)
@@ -316,6 +344,21 @@ class Simulator:
         if pl.begin_s is not None and pl.begin_s > j.begin_s:
             j.begin_s = pl.begin_s
             self._push(pl.begin_s, _BEGIN, j, pl.begin_s)
+
+    def _kind_of(self, j: SimJob) -> GpuKind | None:
+        """The GPU model ``j`` runs on or will: its GPUs', its pinned nodes', the cluster's
+        only one; None while Slurm has yet to choose among several."""
+        if j.gpus:
+            return j.gpus[0].node.kind
+        if j.pin_nodes:
+            return self.node_by_name[j.pin_nodes[0]].kind
+        return None if self.mixed else self.nodes[0].kind
+
+    def _clamped(self, j: SimJob, power_cap_w: float | None) -> float | None:
+        """A cap asked for ``j`` moved into its model's settable range (as asked while its
+        model is not known yet: the node clamps it when the job starts)."""
+        kind = self._kind_of(j)
+        return power_cap_w if kind is None else clamp_cap_w(power_cap_w, kind.model)
 
     # ---------------------------------------------------------------- submit / queue
     def _submit(self, t: TraceJob) -> None:
@@ -433,6 +476,9 @@ class Simulator:
         pinned = set(j.pin_nodes)
         out: list[GpuState] = []
         nodes_found = 0
+        # several models: a multi-node job's nodes all of one, the first whose nodes suffice
+        by_model: dict[int, list[GpuState]] | None = \
+            {} if self.mixed and j.num_nodes > 1 else None
         for n in self._node_order():
             if pinned and n.name not in pinned:
                 continue
@@ -448,6 +494,12 @@ class Simulator:
                 chosen = [g for g in n.gpus if self._gpu_fits(g, j)][:g_need]
                 if len(chosen) < g_need:
                     continue
+            if by_model is not None:
+                got = by_model.setdefault(n.kind.entry_id, [])
+                got += chosen
+                if len(got) == g_need * j.num_nodes:
+                    return got
+                continue
             out += chosen
             nodes_found += 1
             if nodes_found == j.num_nodes:
@@ -504,7 +556,8 @@ class Simulator:
         g_need = head.per_node
         pinned = set(head.pin_nodes)
         now = self.now
-        if not pinned and self.nodes_on == self.spec.nodes:
+        if not pinned and self.nodes_on == self.spec.nodes and (head.num_nodes == 1
+                                                                 or not self.mixed):
             soonest = self._soonest_nodes(g_need, head.num_nodes)
             if soonest is not None:
                 return self._reservation(soonest, g_need)
@@ -537,6 +590,15 @@ class Simulator:
             chosen = [best]
         elif len(cands) < head.num_nodes:
             return (float("inf"), {})
+        elif self.mixed:        # the nodes of one model that free soonest
+            per_model: dict[int, list[tuple[float, int, NodeState]]] = {}
+            for c in cands:
+                per_model.setdefault(c[2].kind.entry_id, []).append(c)
+            options = [sorted(cs)[:head.num_nodes] for cs in per_model.values()
+                       if len(cs) >= head.num_nodes]
+            if not options:
+                return (float("inf"), {})
+            chosen = min(options, key=lambda cs: cs[-1][0])
         else:
             chosen = sorted(cands)[:head.num_nodes]
         shadow = chosen[-1][0]
@@ -716,6 +778,7 @@ class Simulator:
         self._pin_pending(j, False)
         now = self.now
         j.state, j.gpus, j.start_s, j.last_s, j.rate = RUNNING, gpus, now, now, 0.0
+        j.cap_w = self._clamped(j, j.cap_ask_w)     # the node moves it into its board's range
         self._cap_effect(j)
         j.util_pct = j.cls.util_at(j.total_gpus)
         nodes = {}
@@ -759,14 +822,17 @@ class Simulator:
         self._retune(gpus)
 
     def _cap_effect(self, j: SimJob) -> None:
-        """Power and speed of ``j`` under its cap, from its configuration model."""
-        power, j.cap_slow = capped_job(j.cls.name, j.total_gpus, j.cap_w, self.spec.gpu_type,
+        """Power and speed of ``j`` under its cap, from its configuration model on the model
+        of its GPUs."""
+        kind = j.gpus[0].node.kind
+        power, j.cap_slow = capped_job(j.cls.name, j.total_gpus, j.cap_w, kind.model,
                                        self.spec.gpus_per_node)
-        j.dyn_w = max(0.0, power - self.idle_w)
+        j.dyn_w = max(0.0, power - kind.idle_w)
 
     def _set_cap(self, j: SimJob, power_cap_w: float | None) -> None:
         """A ``power_cap`` action: a running job changes power and speed from now."""
-        j.cap_w = clamp_cap_w(power_cap_w, self.spec.gpu_type)
+        j.cap_ask_w = power_cap_w
+        j.cap_w = self._clamped(j, power_cap_w)
         self.job_views[j.id] = replace(self.job_views[j.id], power_cap_w=j.cap_w)
         if j.state == RUNNING:
             self._cap_effect(j)
@@ -830,14 +896,15 @@ class Simulator:
 
     def _gpu_power(self, g: GpuState) -> None:
         util = 0.0
+        kind = g.node.kind
         if g.node.power == OFF:
             new = 0.0
         elif not g.jobs:
-            new = self.idle_w
+            new = kind.idle_w
         else:
-            p = self.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
+            p = kind.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
             caps = [jb.cap_w for jb in g.jobs if jb.cap_w]
-            new = min(p, self.max_power_w, min(caps)) if caps else min(p, self.max_power_w)
+            new = min(p, kind.max_w, min(caps)) if caps else min(p, kind.max_w)
             util = min(100.0, sum(jb.util_pct * jb.irate for jb in g.jobs if not jb.blocked))
         self.gpu_power_total += new - g.power_w
         g.power_w = new
@@ -1000,10 +1067,10 @@ class Simulator:
             j.restarts += 1 if j.first_start_s is not None else 0
             req = j.req
             pl = Placement(policy=a.policy, gpus=min(gpus, self.spec.gpus_per_node),
-                           nodes=a.nodes, power_cap_w=j.cap_w, why=(a.why,), nice=a.nice)
+                           nodes=a.nodes, power_cap_w=j.cap_ask_w, why=(a.why,), nice=a.nice)
             new_nodes = a.num_nodes if a.kind == "resize" and a.num_nodes else None
             if not self._placement_valid(j, pl) or (
-                    new_nodes is not None and not 1 <= new_nodes <= self.spec.nodes):
+                    new_nodes is not None and not 1 <= new_nodes <= self.max_job_nodes):
                 pl, new_nodes = plain_placement(a.policy, req, "invalid action: keeps its size"), None
             elif new_nodes is None and a.kind == "resize":
                 new_nodes = nodes       # "num_nodes unchanged": the job's count now, not asked

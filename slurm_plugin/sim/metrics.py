@@ -86,10 +86,19 @@ class Metrics:
             "policy_fallbacks": self.policy_fallbacks,
             "node_suspends": self.suspends,
             "actions": dict(sorted(self.actions.items())),
-            "cluster": {"nodes": sim.spec.nodes, "gpus_per_node": sim.spec.gpus_per_node,
-                        "gpu_type": sim.spec.gpu_type},
+            "cluster": _cluster(sim),
             "carbon_zone": sim.carbon.zone if sim.carbon else None,
             "seed": sim.seed,
             "class_mix": sim.class_mix.name,
             "classes": list(sim.class_mix.classes),
         }
+
+
+def _cluster(sim: "Simulator") -> dict[str, Any]:
+    """The cluster's shape; a cluster of several GPU models adds its groups in node order."""
+    spec = sim.spec
+    out: dict[str, Any] = {"nodes": spec.nodes, "gpus_per_node": spec.gpus_per_node,
+                           "gpu_type": spec.gpu_type}
+    if spec.groups:
+        out["groups"] = [{"gpu_type": model, "nodes": n} for model, n in spec.groups]
+    return out

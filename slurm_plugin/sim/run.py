@@ -36,17 +36,21 @@ class Inputs:
 
 
 def load_jobs(inputs: Inputs) -> list[TraceJob]:
-    """The trace, checked against the cluster: a job larger than it is an input error."""
+    """The trace, checked against the cluster: a job larger than it (than the nodes of its
+    largest GPU model, where it has several: a job runs on one) is an input error."""
     jobs = read_trace(inputs.trace, inputs.trace_format, inputs.limit_jobs)
     spec = inputs.spec
     field = "num_replicas" if inputs.trace_format == "pollux" else "num_gpus"
+    most = spec.largest_model_nodes
     for j in jobs:
         nodes = math.ceil(j.num_gpus / spec.gpus_per_node)
-        if j.num_gpus > spec.gpu_count or nodes > spec.nodes:
+        if j.num_gpus > spec.gpu_count or nodes > most:
+            shape = f"{spec.nodes} nodes x {spec.gpus_per_node} GPUs" if not spec.groups else \
+                f"at most {most} nodes x {spec.gpus_per_node} GPUs of one model: {spec.gpu_type}"
+            how = "(--gpu-type MODEL:NODES,...)" if spec.groups else "(--nodes, --gpus-per-node)"
             raise InputError(f"trace: {inputs.trace}: line {j.line}: field {field}: {j.num_gpus} GPUs "
-                             f"is larger than the cluster ({spec.nodes} nodes x "
-                             f"{spec.gpus_per_node} GPUs); give a larger cluster (--nodes, "
-                             f"--gpus-per-node) or a trace without it")
+                             f"is larger than the cluster ({shape}); give a larger cluster "
+                             f"{how} or a trace without it")
     return jobs
 
 
@@ -74,15 +78,19 @@ def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedC
                    seed: int, mix: ClassMix | None = None,
                    max_jobs_per_gpu: int | None = None) -> dict[str, Any]:
     """The oracle lower bound over the trace (computed, not scheduled); with
-    ``max_jobs_per_gpu``, the bound within the site's share limit."""
+    ``max_jobs_per_gpu``, the bound within the site's share limit. On a cluster of several GPU
+    models each job runs on the model, of those with nodes enough for it, that needs least."""
     mix = mix or class_mix("all")
     energy = gpu_energy = carbon_g = 0.0
     jct, stretch = [], []
     end = jobs[0].submit_s
+    models = spec.model_nodes
     for j in jobs:
-        b = energy_bound(j.app or assign_class(j.job_id, seed, mix), j.num_gpus, j.duration_s,
-                         spec.gpu_type, spec.gpus_per_node, spec.node_base_power_w,
-                         max_jobs_per_gpu)
+        need = math.ceil(j.num_gpus / spec.gpus_per_node)
+        app = j.app or assign_class(j.job_id, seed, mix)
+        b = min((energy_bound(app, j.num_gpus, j.duration_s, m, spec.gpus_per_node,
+                              spec.node_base_power_w, max_jobs_per_gpu)
+                 for m, nodes in models if nodes >= need), key=lambda x: x.energy_j)
         energy += b.energy_j
         gpu_energy += b.gpu_energy_j
         carbon_g += b.power_w * carbon.integral_h(j.submit_s, j.submit_s + b.duration_s) / 1000

@@ -10,6 +10,19 @@ ON, BOOT, OFF = "on", "boot", "off"
 PENDING, RUNNING, DONE, CANCELLED = "PENDING", "RUNNING", "COMPLETED", "CANCELLED"
 
 
+class GpuKind:
+    """The GPU model of a node group and the constants the engine computes with: the name as
+    the cluster gives it (what the GPU views show), its catalogue entry as a small number
+    (nodes of one entry are one model: a job never spans two), idle power, top limit, memory."""
+
+    __slots__ = ("model", "entry_id", "idle_w", "max_w", "memory_mib")
+
+    def __init__(self, model: str, entry_id: int, idle_w: float, max_w: float,
+                 memory_mib: int) -> None:
+        self.model, self.entry_id = model, entry_id
+        self.idle_w, self.max_w, self.memory_mib = idle_w, max_w, memory_mib
+
+
 class GpuState:
     __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
                  "running", "view", "pinned")
@@ -30,11 +43,11 @@ class GpuState:
 
 
 class NodeState:
-    __slots__ = ("pos", "name", "gpus", "free", "power", "ready_s", "idle_since", "dirty", "view",
-                 "jobs", "avail", "room", "features")
+    __slots__ = ("pos", "name", "kind", "gpus", "free", "power", "ready_s", "idle_since", "dirty",
+                 "view", "jobs", "avail", "room", "features")
 
-    def __init__(self, pos: int, name: str) -> None:
-        self.pos, self.name = pos, name
+    def __init__(self, pos: int, name: str, kind: GpuKind) -> None:
+        self.pos, self.name, self.kind = pos, name, kind
         self.gpus: list[GpuState] = []
         self.free = 0                    # GPUs with no job at all
         self.power = ON
@@ -47,13 +60,14 @@ class NodeState:
         self.room: int | None = None     # most free shards on one GPU without an exclusive job
         self.features: tuple[str, ...] = ()   # e.g. ("switch=s0",): its leaf switch
 
-    def model(self, gpu_model: str, memory_mib: int, shards_total: int) -> Node:
+    def model(self, shards_total: int) -> Node:
         """The frozen view a policy sees, rebuilt only when the node changed, from the views of
-        its GPUs, each rebuilt only when its jobs changed."""
+        its GPUs (of the node's own model), each rebuilt only when its jobs changed."""
         if self.dirty or self.view is None:
+            kind = self.kind
             for g in self.gpus:
                 if g.view is None:
-                    g.view = _gpu_view(g, self.name, gpu_model, memory_mib, shards_total)
+                    g.view = _gpu_view(g, self.name, kind.model, kind.memory_mib, shards_total)
             gpus = tuple(g.view for g in self.gpus)
             if self.power == OFF:
                 state = "idle"          # Slurm: IDLE+POWERED_DOWN, resumed on demand
@@ -93,7 +107,8 @@ def _gpu_view(g: GpuState, node: str, gpu_model: str, memory_mib: int, shards_to
 
 class SimJob:
     __slots__ = ("t", "id", "cls", "req", "pl", "per_node", "num_nodes", "share", "shards", "cap_w",
-                 "scale", "work_left", "rate", "irate", "cap_slow", "last_s", "start_s",
+                 "cap_ask_w", "scale", "work_left", "rate", "irate", "cap_slow", "last_s",
+                 "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
                  "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
                  "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch", "ready",
@@ -106,7 +121,8 @@ class SimJob:
         self.num_nodes = 1
         self.share = False
         self.shards = 0
-        self.cap_w: float | None = None
+        self.cap_w: float | None = None       # the cap applied: in its GPUs' model's range
+        self.cap_ask_w: float | None = None   # the cap asked (placement, power_cap action)
         self.scale = 1.0                 # speed relative to the trace's GPU count
         self.work_left = t.duration_s    # solo seconds at the trace's GPU count
         self.rate = 0.0

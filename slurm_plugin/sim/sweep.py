@@ -38,6 +38,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,8 @@ def _check_grid(p: Path, lists: dict[str, list], specs: list[ClusterSpec], trace
                                  limit_jobs=limit_jobs))
             except InputError as exc:
                 where = f" (on [[sweep.clusters]] number {i + 1})" if len(specs) > 1 else ""
-                why = str(exc).replace("give a larger cluster (--nodes, --gpus-per-node)",
-                                       "give a larger cluster in [[sweep.clusters]]")
+                why = re.sub(r"give a larger cluster \(.*?\)",
+                             "give a larger cluster in [[sweep.clusters]]", str(exc))
                 raise _fail(p, "traces", trace or "(built-in)", f"{why}{where}") from None
 
 

@@ -18,7 +18,7 @@ from ..config import load as load_config
 from ..errors import CommandError, InputError
 from ..physics.classes import class_mix
 from .carbon import load_carbon
-from .cluster import ClusterSpec
+from .cluster import check_cluster
 from .run import Inputs, default_trace, load_jobs, oracle_metrics, simulate
 from .sweep import Sweep, array_script, array_spec, cell_line, read_cells, summary, summary_table
 
@@ -35,7 +35,7 @@ def run_cell(sweep: Sweep, index: int) -> Path:
         raise InputError(f"sweep: {sweep.path}: cell {index} does not exist "
                          f"(the grid has {len(sweep.cells)} cells: 0..{len(sweep.cells) - 1})")
     cell = sweep.cells[index]
-    spec = ClusterSpec(**cell.cluster)
+    spec = check_cluster(str(sweep.path), cell.cluster, "sweep.clusters")
     mix = class_mix(cell.class_mix)
     inputs = Inputs(trace=Path(cell.trace) if cell.trace else default_trace(),
                     trace_format=sweep.trace_format, spec=spec, zone=cell.zone, seed=cell.seed,

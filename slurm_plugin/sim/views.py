@@ -36,16 +36,18 @@ class GpuReadings(Mapping):
 
     def __getitem__(self, key: tuple[str, int]) -> GpuReading:
         sim = self._sim
-        g = sim.node_by_name[key[0]].gpus[key[1]]
+        node = sim.node_by_name[key[0]]
+        g = node.gpus[key[1]]
         jobs = g.jobs
+        top_w = node.kind.max_w     # the limit of the node's own model
         if not jobs:
-            mem, cap = 0, sim.max_power_w
+            mem, cap = 0, top_w
         elif len(jobs) == 1:
             (j,) = jobs
-            mem, cap = j.cls.memory_mib, j.cap_w or sim.max_power_w
+            mem, cap = j.cls.memory_mib, j.cap_w or top_w
         else:
             mem = sum(j.cls.memory_mib for j in jobs)
-            cap = min((j.cap_w for j in jobs if j.cap_w), default=sim.max_power_w)
+            cap = min((j.cap_w for j in jobs if j.cap_w), default=top_w)
         return GpuReading(key[0], g.index, g.power_w, 0.0, g.util_pct, mem, cap, sim.now)
 
     def get(self, key, default=None):

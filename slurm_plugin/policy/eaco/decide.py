@@ -16,10 +16,14 @@
    time per epoch`` beats an exclusive GPU; a free GPU set is taken as it comes;
 4. with no free GPU, or a queue so long the job would not start now, a one-GPU job is handed to
    Slurm as shards without naming a GPU: the shard count of each class (``shards``) is
-   chosen so that any jobs whose shards fit on one GPU are predicted to share it well;
+   chosen so that any jobs whose shards fit on one GPU are predicted to share it well (per
+   kind of GPU: on a cluster of several models, the largest of the job's counts on them, and
+   whole GPUs when one of them takes no share of its class);
 5. else whole GPUs where Slurm puts them (as ``slurm-default``).
 A job that may not share (opted out, site default off, unknown class, multi-node, or a class
-that shares well with no class) gets whole GPUs; ``why`` says which case applied.
+that shares well with no class) gets whole GPUs; ``why`` says which case applied. Every
+candidate is a GPU set of one node, so of the node's model: a job shares a GPU only with jobs
+on that model, with the weights and power of that model.
 
 ``reconcile`` (``observe``): the early-stage observation of each shared GPU, recorded in
 the history, and a move to an exclusive GPU for a job the observation (or the prediction, for
@@ -40,7 +44,7 @@ from ...physics import JobClass, node_base_power_w, node_resume_delay_s
 from ..base import Context, plain_placement
 from ..powersave import POWER_SAVE
 from ..queue import first_queued
-from .index import KindIndex, NodeMemo
+from .index import KindIndex, NodeMemo, OfferIndex
 from .observe import ObserveMemo, observe
 from .pins import stale_pins
 from .predict import (
@@ -267,11 +271,12 @@ class Eaco:
         need_mib = request.memory_per_gpu_mib or cls.memory_mib
         shares = _Shares(request.app, need_mib, s, ctx.history, ctx.history_version,
                          self._weights)
-        sample = self._sample_gpu(ctx, request)
-        if sample is None:
+        samples = self._share_kinds(ctx, request)
+        if not samples:
             return plain_placement(self.name, request,
                                    "eaco: exclusive GPUs: no GPU of this model offers shards")
-        if not shares.weight(*sample):
+        weights = [shares.weight(*x) for x in samples]
+        if not any(weights):
             return plain_placement(
                 self.name, request,
                 f"eaco: exclusive GPUs: class {request.app!r} shares a GPU with no class within "
@@ -301,7 +306,7 @@ class Eaco:
             reasons = ", ".join(f"{n} {r}" for r, n in sorted(rejected.items()))
             summary = f"{tried} candidate GPU sets" + (f" ({reasons})" if reasons else "")
         if request.gpus == 1 and request.deadline_s is None:
-            return self._any_gpu(request, s, sample[0], shares.weight(*sample), summary)
+            return self._any_gpu(request, s, [g for g, _ in samples], weights, summary)
         return plain_placement(self.name, request,
                                f"eaco: exclusive GPUs: nothing to share with now ({summary}); "
                                "Slurm places it")
@@ -311,6 +316,7 @@ class Eaco:
         self._memo = ObserveMemo()
         self._nodes: dict[str, NodeMemo] = {}
         self._index: dict[int, KindIndex] = {}   # per request kind: nodes offering a candidate
+        self._offers = OfferIndex()     # the kinds of GPU that offer shards
         self._weights: dict = {}        # share weight tables of one history version
         self._kinds: dict[tuple, int] = {}   # request kinds seen (app, GPUs, memory, settings)
         self._gpu_kinds: dict[tuple, int] = {}   # node kinds seen (shards, memory, model, GPUs)
@@ -350,9 +356,23 @@ class Eaco:
             predicted=MappingProxyType({"slowdown": 1.0, "energy_saving_pct": 0.0,
                                         "node_extend_s": cand.extend_s}))
 
-    def _any_gpu(self, request: JobRequest, s: EacoSettings, sample: Gpu, w: int,
-                 summary: str) -> Placement:
-        cap = memory_cap_mib(sample.memory_mib, w, sample.shards_total, s)
+    def _any_gpu(self, request: JobRequest, s: EacoSettings, samples: list[Gpu],
+                 weights: list[int], summary: str) -> Placement:
+        """Shards on whichever GPU Slurm finds first. On a cluster of several kinds of GPU
+        (models, memory) the weight is the largest of the job's weights on them, so that jobs
+        whose shards fit on one GPU fit under that GPU's own weights too, and the memory cap
+        the least of theirs; a kind the job cannot share, or kinds of other shard counts,
+        leave it whole GPUs."""
+        if not all(weights) or len({g.shards_total for g in samples}) > 1:
+            models = ", ".join(dict.fromkeys(g.model for g in samples))
+            return plain_placement(
+                self.name, request,
+                f"eaco: exclusive GPUs: nothing to share with now ({summary}); shards on "
+                f"whichever GPU Slurm finds may land on a kind of GPU ({models}) where its "
+                f"class does not share")
+        w = max(weights)
+        sample = samples[0]
+        cap = min(memory_cap_mib(g.memory_mib, w, g.shards_total, s) for g in samples)
         return Placement(
             policy=self.name, gpus=request.gpus, share_mode=s.share_gres, shards=w,
             gpu_memory_cap_mib=cap,
@@ -364,15 +384,13 @@ class Eaco:
             predicted=MappingProxyType({"slowdown_limit": s.max_slowdown}))
 
     # ------------------------------------------------------------------ candidates
-    @staticmethod
-    def _sample_gpu(ctx: Context, request: JobRequest) -> tuple[Gpu, int] | None:
-        """A GPU that offers shards, of the model asked for, and its node's GPU count."""
+    def _share_kinds(self, ctx: Context, request: JobRequest) -> list[tuple[Gpu, int]]:
+        """Of each kind of GPU (shards, memory, model, its node's GPU count) that offers
+        shards, of the model asked for, the first in node order and its node's GPU count:
+        the share weights are per kind (``_Shares``)."""
         want = request.gpu_model.lower()
-        for node in ctx.cluster.nodes:
-            for g in node.gpus:
-                if g.shards_total > 0 and (not want or g.model.lower() == want):
-                    return g, len(node.gpus)
-        return None
+        kinds = self._offers.refresh(ctx.cluster.nodes)
+        return [k for k in kinds if k[0].model.lower() == want] if want else kinds
 
     def _options(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
                  own_util: float) -> Iterator[_Candidate]:

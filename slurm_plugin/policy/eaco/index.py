@@ -6,8 +6,9 @@ differ only in their boot delay and place: of the empty nodes with the same boot
 the first in cluster order can come first, and the first free GPU set in the order is taken,
 so the others are never tried. ``KindIndex`` keeps, per kind of request, the nodes holding jobs
 that offer a candidate (with their parts) and the empty ones by boot delay; a call refreshes
-only the nodes whose view is another object than on its last call. Nothing here decides: the
-parts are the policy's, computed as on a call without the index.
+only the nodes whose view is another object than on its last call. ``OfferIndex`` keeps, the
+same way, the kinds of GPU that offer shards (the share weights are per kind). Nothing here
+decides: the parts are the policy's, computed as on a call without the index.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Sequence
 
-from ...model import Node
+from ...model import Gpu, Node
 
 
 class NodeMemo:
@@ -110,6 +111,56 @@ class KindIndex:
     def firsts(self) -> list[tuple[int, NodeMemo, tuple]]:
         """Of the empty nodes, the first of each boot delay: position, memo and part."""
         return [(ps[0], *self.idle[ps[0]]) for ps in self.empty.values() if ps]
+
+
+class OfferIndex:
+    """Of each kind of GPU that offers shards (shards, memory, model, its node's GPU count),
+    the first GPU in node order and its node's GPU count, kept between calls: a call looks
+    again only at the nodes whose view is another object than on its last call, and lists
+    the kinds again only when one of those offers other kinds than before (jobs coming and
+    going change views, not kinds)."""
+
+    __slots__ = ("views", "offers", "kinds")
+
+    def __init__(self) -> None:
+        self.views: list[Node] = []
+        self.offers: list[tuple[tuple[tuple, Gpu], ...]] = []   # per node position
+        self.kinds: list[tuple[Gpu, int]] = []
+
+    def refresh(self, nodes: Sequence[Node]) -> list[tuple[Gpu, int]]:
+        views = self.views
+        if len(views) != len(nodes):
+            self.views, self.offers = list(nodes), [_offers(n) for n in nodes]
+            self._list()
+            return self.kinds
+        moved = False
+        for pos in [pos for pos, (a, b) in enumerate(zip(nodes, views)) if a is not b]:
+            got = _offers(nodes[pos])
+            views[pos] = nodes[pos]
+            if [k for k, _ in got] != [k for k, _ in self.offers[pos]]:
+                self.offers[pos] = got
+                moved = True
+        if moved:
+            self._list()
+        return self.kinds
+
+    def _list(self) -> None:
+        kinds: dict[tuple, tuple[Gpu, int]] = {}
+        for node, offers in zip(self.views, self.offers):
+            for key, g in offers:
+                kinds.setdefault(key, (g, len(node.gpus)))
+        self.kinds = list(kinds.values())
+
+
+def _offers(node: Node) -> tuple[tuple[tuple, Gpu], ...]:
+    """The kinds of GPU (shards, memory, model, the node's GPU count) a node offers shards of,
+    each with its first GPU."""
+    out: dict[tuple, Gpu] = {}
+    gpn = len(node.gpus)
+    for g in node.gpus:
+        if g.shards_total > 0:
+            out.setdefault((g.shards_total, g.memory_mib, g.model, gpn), g)
+    return tuple(out.items())
 
 
 def _delay(m: NodeMemo) -> float | None:

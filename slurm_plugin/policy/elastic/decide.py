@@ -35,6 +35,7 @@ from itertools import islice
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...record import replace
 from ..base import Context, plain_placement
+from ..model_groups import largest_model_gpus
 from ..queue import AGE_CHECKS, age_tiers, id_order, queue_tier, tiered_pending
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
@@ -44,9 +45,10 @@ from .track import Tracker, elastic_range, node_facts, stop_marks
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
 
-# the node views of the last call: (node views tuple, GPUs per node, GPUs in all, free GPUs per
-# available node); a new tuple is compared node by node with the last one (the simulator hands
-# in the same view object for a node that did not change)
+# the node views of the last call: (node views tuple, GPUs per node, the most GPUs of one model:
+# the most one job can hold, free GPUs per available node); a new tuple is compared node by
+# node with the last one (the simulator hands in the same view object for a node that did not
+# change)
 _NODES: list = [None, 8, 0, {}]
 
 
@@ -78,12 +80,13 @@ def _nodes_state(cluster: Cluster) -> list:
             out[n.name] = f
     c[0], c[3] = nodes, out
     c[1] = max((len(n.gpus) for n in nodes), default=8)
-    c[2] = cluster.gpu_count
+    c[2] = largest_model_gpus(cluster)     # a job runs on one GPU model
     return c
 
 
 def _geometry(cluster: Cluster) -> tuple[int, int]:
-    """(GPUs per node, GPUs in all), computed once per node-views tuple."""
+    """(GPUs per node, the most GPUs one job can hold: of one model), computed once per
+    node-views tuple."""
     c = _nodes_state(cluster)
     return c[1], c[2]
 

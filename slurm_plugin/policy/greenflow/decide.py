@@ -7,15 +7,21 @@ state sets (``observe.py``). Starts: now, and for a deferrable job (``slack_s``,
 partition) every forecast hour within its slack. GPU counts: the powers of two in the job's
 allowed range on one node (the requested count when it gives none). Caps: the GPU model's
 (``settings.model_caps_w``: 90 % to 40 % of its top limit), their power and speed from the
-configuration models (``physics.job_cap``) with the model's own constants. A job that starts now on a
-cluster without a queue is placed by buddy allocation and network packing (``place.py``). Its
-queue tier (``Placement.nice``) grows with its predicted GPU-time (``queue_tier``).
+configuration models (``physics.job_cap``) with the model's own constants. On a cluster of
+several GPU models each model is scored so (against the job run now unchanged on the first
+model in node order) and the best taken, a model with room now first for a job that starts now
+without a queue. A job that starts now on a cluster without a queue is placed by buddy
+allocation and network packing (``place.py``) on nodes of that model; one Slurm places runs on
+the model it gets, its cap moved into that model's range, and reconcile re-plans the cap with
+its own model. Its queue tier (``Placement.nice``) grows with its predicted GPU-time
+(``queue_tier``).
 
 Reconcile (hourly): re-plans as the forecast and the budget change: a deferred pending job's
 start moves to its best hour (earlier or later), a running job's cap follows the weight scaled
-by how dirty this hour is against the day ahead, and a running elastic job may get another GPU
-count by the same weight (``size.py``, through the journaled requeue). Missing carbon data:
-every job goes in unchanged (as ``slurm-default``) with a warning, and nothing is re-planned.
+by how dirty this hour is against the day ahead (the caps and power of its nodes' model), and a
+running elastic job may get another GPU count by the same weight (``size.py``, through the
+journaled requeue). Missing carbon data: every job goes in unchanged (as ``slurm-default``)
+with a warning, and nothing is re-planned.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...physics import idle_power_w, job_class, node_base_power_w
 from ...physics.job_cap import capped_job
 from ..base import Context, carbon_missing, plain_placement
+from ..model_groups import cluster_models, node_model
 from ..powersave import POWER_SAVE
 from ..queue import queue_tier
 from .observe import LAST_S, OBSERVE_S, observe, weight
@@ -39,7 +46,7 @@ NAME = "greenflow"
 MOVE_S = 1800.0          # a re-planned start closer than this to the current one stays put
 
 
-_GPN: list = [None, 8]    # (the nodes tuple last measured, its GPUs per node)
+_SHAPE: list = [None, 8, ()]    # (the nodes tuple last measured, its GPUs per node, models)
 _CURVE: list = [None, None, None]   # the last curve: (intensity now, forecast points, curve)
 
 
@@ -51,12 +58,14 @@ def _curve(now_gco2_per_kwh: float, points: tuple) -> CarbonCurve:
     return c[2]
 
 
-def _gpus_per_node(cluster: Cluster) -> int:
-    """The most GPUs a node has (kept for the same nodes tuple: a simulation hands the same
-    one to every pass until a node changes)."""
-    if cluster.nodes is not _GPN[0]:
-        _GPN[:] = [cluster.nodes, max(map(len, [n.gpus for n in cluster.nodes]), default=8)]
-    return _GPN[1]
+def _shape(cluster: Cluster) -> tuple[int, tuple[str, ...]]:
+    """The most GPUs a node has and the GPU models of the nodes in node order (``V100`` on a
+    cluster without GPUs); kept for the same nodes tuple: a simulation hands the same one to
+    every pass until a node changes."""
+    if cluster.nodes is not _SHAPE[0]:
+        _SHAPE[:] = [cluster.nodes, max(map(len, [n.gpus for n in cluster.nodes]), default=8),
+                     cluster_models(cluster) or ("V100",)]
+    return _SHAPE[1], _SHAPE[2]
 
 
 def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
@@ -81,6 +90,27 @@ def _headroom(request: JobRequest) -> float:
     return cls.speedup(request.total_gpus) / max(cls.speedup(lo), 1e-12)
 
 
+def _options(request: JobRequest, caps_w, model: str, gpn: int,
+             base_w: float) -> list[tuple[int, float, tuple]]:
+    """(GPU count, run-time factor against the request, cap table) of each count the job may
+    run on, on ``model``: only the caps its time limit covers (Slurm would kill it at it)."""
+    total = request.total_gpus
+    headroom = _headroom(request)
+    options = []
+    for g in _gpu_options(request, gpn):
+        factor = 1.0
+        if g != total:
+            if not request.app:
+                continue            # no class: another count's speed is not known
+            cls = job_class(request.app)
+            factor = cls.speedup(total) / cls.speedup(g)
+        rows = tuple(r for r in _cap_table(request.app, g, caps_w, model, gpn, base_w)
+                     if factor * r[2] <= headroom * (1 + 1e-9))
+        if rows:
+            options.append((g, factor, rows))
+    return options
+
+
 @lru_cache(maxsize=4096)
 def _cap_table(app: str, gpus: int, caps_w, gpu_model: str, gpn: int, base_w: float):
     """(cap, job power_w incl. its share of node power, time multiplier) per cap; a pure
@@ -96,13 +126,18 @@ def _cap_table(app: str, gpus: int, caps_w, gpu_model: str, gpn: int, base_w: fl
 
 
 def best_choice(now_s: float, run_s: float, starts: list[float], curve: CarbonCurve,
-                options: list[tuple[int, float, list]], w: float):
+                options: list[tuple[int, float, list]], w: float,
+                ref: tuple[float, float] | None = None):
     """(score, start, gpus, cap, jct_s, carbon_g, jct_now_s, carbon_now_g) of the best choice.
     ``options``: (gpus, run-time factor against the request, cap table) per GPU count; the
-    first option's first cap row is the request run now unchanged."""
-    _, factor0, caps0 = options[0]
-    jct0 = run_s * factor0 * caps0[0][2]
-    c0 = caps0[0][1] * jct0 * curve.mean_gco2_per_kwh(now_s, now_s + jct0) / 3.6e6
+    first option's first cap row is the request run now unchanged, unless ``ref`` gives that
+    run's (JCT, carbon) (another model's: scores of several models compare)."""
+    if ref is None:
+        _, factor0, caps0 = options[0]
+        jct0 = run_s * factor0 * caps0[0][2]
+        c0 = caps0[0][1] * jct0 * curve.mean_gco2_per_kwh(now_s, now_s + jct0) / 3.6e6
+    else:
+        jct0, c0 = ref
     best = None
     best_score = best_carbon = 0.0
     w_jct, w_carbon, c_ref = 1 - w, w, max(c0, 1e-9)
@@ -143,39 +178,36 @@ class GreenFlow:
             return plain_placement(self.name, request, carbon_missing(r))
         now = ctx.now_s
         curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
-        gpn = _gpus_per_node(ctx.cluster)
-        model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
-            ctx.cluster.nodes[0].gpus else "V100"
-        caps_w = s.caps_for(model)
+        gpn, models = _shape(ctx.cluster)
         base_w = node_base_power_w()
-        total = request.total_gpus
-        options = []
-        headroom = _headroom(request)
-        for g in _gpu_options(request, gpn):
-            factor = 1.0
-            if g != total:
-                if not request.app:
-                    continue            # no class: another count's speed is not known
-                cls = job_class(request.app)
-                factor = cls.speedup(total) / cls.speedup(g)
-            # no choice that its time limit may not cover: Slurm would kill the job at it
-            rows = tuple(r for r in _cap_table(request.app, g, caps_w, model, gpn, base_w)
-                         if factor * r[2] <= headroom * (1 + 1e-9))
-            if rows:
-                options.append((g, factor, rows))
         starts = [now]
         if request.slack_s and "defer" not in request.opt_out and s.may_shift(request.partition):
             starts += [t for t, _ in curve.points if now < t <= now + request.slack_s]
         run_s = request.time_limit_s or 3600.0
         w = weight(s, ctx.history, request.account)
-        _, start, gpus, cap, jct, carbon, jct0, c0 = best_choice(now, run_s, starts, curve,
-                                                                options, w)
-        per_node = gpus // request.num_nodes if gpus >= request.num_nodes else gpus
-        nodes, indexes = (), ()
-        if start <= now and not ctx.cluster.pending_at_least(1):
-            spot = place(ctx.cluster, per_node, request.num_nodes)
-            if spot is not None:
-                nodes, indexes = spot
+        queued = ctx.cluster.pending_at_least(1)
+        best = None
+        ref = None
+        for model in models:
+            options = _options(request, s.caps_for(model), model, gpn, base_w)
+            if not options:
+                continue
+            got = best_choice(now, run_s, starts, curve, options, w, ref)
+            ref = ref or (got[6], got[7])
+            per_node = got[2] // request.num_nodes if got[2] >= request.num_nodes else got[2]
+            spot = None
+            if got[1] <= now and not queued:
+                spot = place(ctx.cluster, per_node, request.num_nodes,
+                             model if len(models) > 1 else None)
+            # a choice to start now on a model without room now comes after one with room
+            key = (got[1] <= now and not queued and spot is None, got[0], got[5])
+            if best is None or key < best[0]:
+                best = (key, got, per_node, spot)
+        if best is None:
+            return plain_placement(self.name, request, "greenflow: no GPU count its time "
+                                   "limit covers; unchanged")
+        _, (_, start, gpus, cap, jct, carbon, jct0, c0), per_node, spot = best
+        nodes, indexes = spot or ((), ())
         whose = f" (account {request.account}'s budget)" if \
             w > weight(s, ctx.history) else ""
         why = (f"carbon weight {w:.2f}{whose}: start +{start - now:.0f} s, {gpus} GPU(s), "
@@ -205,11 +237,11 @@ class GreenFlow:
         curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
         dirty = r.carbon_g_per_kwh / day_ci if day_ci > 0 else 1.0
-        gpn = _gpus_per_node(ctx.cluster)
+        gpn, models = _shape(ctx.cluster)
         base_w = node_base_power_w()
-        model = ctx.cluster.nodes[0].gpus[0].model if ctx.cluster.nodes and \
-            ctx.cluster.nodes[0].gpus else "V100"
-        caps_w = s.caps_for(model)
+        # each running job's caps and power are those of its nodes' model
+        model_of = {n.name: node_model(n) for n in ctx.cluster.nodes} if len(models) > 1 \
+            else {}
         free = None if any(j.pending and (j.begin_s is None or j.begin_s <= now)
                            for j in ctx.cluster.jobs.values()) else free_per_node(ctx.cluster)
         resizes = 0
@@ -223,6 +255,8 @@ class GreenFlow:
             w = weight(s, history, job.account)
             w_now = min(1.0, w * dirty)
             if job.running:
+                model = model_of.get(job.nodes[0], models[0]) if job.nodes else models[0]
+                caps_w = s.caps_for(model)
                 gpus = len(job.uses) or job.gpus * job.num_nodes
                 if free is not None and resizes < MAX_RESIZES_PER_PASS and is_resizable(job):
                     a = resize(job, now, free, gpn,

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from ...errors import ConfigError
 from ...model import Cluster, Readings
 from ...physics import max_power_w
+from ..model_groups import cluster_models, node_model
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
@@ -151,10 +152,16 @@ def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
 
 def owed_gpu_w(cluster: Cluster | None) -> float:
     """Power per owed GPU while none is allocated: the top power limit of the cluster's GPU
-    model (``OWED_GPU_W`` where that model is not known)."""
+    model, on a cluster of several the mean over its GPUs (``OWED_GPU_W`` where a model is not
+    known)."""
     try:
-        return max_power_w(cluster.nodes[0].gpus[0].model)     # type: ignore[union-attr]
-    except (AttributeError, IndexError, ConfigError):
+        models = cluster_models(cluster)     # type: ignore[arg-type]
+        if len(models) == 1:
+            return max_power_w(models[0])
+        top_w = sum(max_power_w(node_model(n)) * len(n.gpus)
+                    for n in cluster.nodes if n.gpus)     # type: ignore[union-attr]
+        return top_w / cluster.gpu_count if models else OWED_GPU_W    # type: ignore[union-attr]
+    except (AttributeError, ConfigError):
         return OWED_GPU_W
 
 

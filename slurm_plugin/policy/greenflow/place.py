@@ -6,12 +6,14 @@ block free), so small jobs never split the blocks a larger one needs. Among node
 block the fullest wins (best fit), then the node on the busiest switch. Network packing: a job
 over several whole nodes takes free nodes on the fewest switches (one switch if any has
 enough), fullest switch first. A node's switch is its ``switch=NAME`` feature (Slurm's
-topology.conf); without one every node is on one switch.
+topology.conf); without one every node is on one switch. Given a GPU model, only its nodes are
+looked at (a job runs on one model).
 """
 
 from __future__ import annotations
 
 from ...model import Cluster, Node
+from ..model_groups import model_key, node_model
 
 
 def block_size(gpus: int) -> int:
@@ -42,16 +44,17 @@ def _buddy(free, count: int, gpus: int) -> tuple[int, ...] | None:
 
 class _Row:
     """One node view's facts for placement: whether it takes jobs (it has GPUs and is
-    available), its free GPU indexes, its switch, whether it is whole (every GPU free), and
-    its buddy blocks per GPU count (worked out when first asked)."""
+    available), its free GPU indexes, its switch, its GPU model (``model_key``), whether it is
+    whole (every GPU free), and its buddy blocks per GPU count (worked out when first asked)."""
 
-    __slots__ = ("node", "available", "free", "switch", "gpus", "whole", "blocks")
+    __slots__ = ("node", "available", "free", "switch", "model", "gpus", "whole", "blocks")
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.available = bool(node.gpus) and node.available
         self.free = frozenset(g.index for g in node.gpus if g.is_free)
         self.switch = switch_of(node)
+        self.model = model_key(node_model(node))
         self.gpus = len(node.gpus)
         self.whole = len(self.free) == self.gpus
         self.blocks: dict[int, tuple[int, ...] | None] = {}
@@ -83,10 +86,17 @@ def _available(views) -> list[_Row]:
     return out
 
 
-def place(cluster: Cluster, gpus_per_node: int, num_nodes: int) -> tuple[tuple[str, ...],
-                                                                        tuple[int, ...]] | None:
-    """(nodes, GPU indexes on a single node) for a job now, or None when it does not fit."""
+def place(cluster: Cluster, gpus_per_node: int, num_nodes: int, gpu_model: str | None = None
+          ) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """(nodes, GPU indexes on a single node) for a job now, on nodes of ``gpu_model`` (None:
+    any node, and a job over several nodes on nodes of one model), or None when it does not
+    fit."""
     nodes = _available(cluster.nodes)
+    if gpu_model is not None:
+        key = model_key(gpu_model)
+        nodes = [r for r in nodes if r.model == key]
+    elif num_nodes > 1 and len({r.model for r in nodes}) > 1:
+        return _one_model(cluster, gpus_per_node, num_nodes, nodes)
     free_per_switch: dict[str, int] = {}
     for r in nodes:
         free_per_switch[r.switch] = free_per_switch.get(r.switch, 0) + r.whole
@@ -118,3 +128,13 @@ def place(cluster: Cluster, gpus_per_node: int, num_nodes: int) -> tuple[tuple[s
         if len(chosen) == num_nodes:
             break
     return tuple(chosen), ()
+
+
+def _one_model(cluster: Cluster, gpus_per_node: int, num_nodes: int,
+               rows: list[_Row]) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    """``place`` over several models: the first model, in node order, that holds the job."""
+    for model in dict.fromkeys(r.model for r in rows):
+        spot = place(cluster, gpus_per_node, num_nodes, model)
+        if spot is not None:
+            return spot
+    return None

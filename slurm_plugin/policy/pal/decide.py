@@ -4,7 +4,8 @@ A job that fits one node gets, among the nodes with enough free GPUs, the set of
 with the lowest predicted slowdown (the job runs at its slowest GPU): the lowest slowdown level
 some node can meet now is the current threshold; ties go to the best fit (fewest free GPUs left
 on the node), then node order. A job over several nodes: PM-First, the nodes whose free GPUs give
-the lowest slowdown (ties: best fit), its class's locality penalty in the prediction. GPUs the
+the lowest slowdown (ties: best fit), its class's locality penalty in the prediction, all of one
+GPU model (each model's choice made so, the lowest predicted slowdown taken). GPUs the
 profile does not name count as median (1.0). No node with room now: Slurm places the job in its
 turn, as without wattbatch. The queue: the class most sensitive to variability first
 (``Placement.nice``; ``order_queue``), and within a class the smaller GPU-time asked first
@@ -17,6 +18,7 @@ from __future__ import annotations
 from ...model import Action, Cluster, Job, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
+from ..model_groups import by_model
 from ..queue import AGE_CHECKS, MAX_TIER, age_tiers, queue_tier, tiered_pending
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
@@ -99,23 +101,17 @@ class Pal:
                                  f"class {cls} job in its turn")
             return pl if nice is None else _with(pl, nice=nice)
         cands = list(_candidates(ctx.cluster, request.gpus, prof, ci, self._cache))
-        if len(cands) < n:
-            best: list = []
-        else:
-            # the threshold: the lowest slowdown some free set offers (the n-th best over n
-            # nodes), plus the tolerance; under it, the best fit wins
-            floor = sorted(c[0] for c in cands)[n - 1] if n > 1 else min(c[0] for c in cands)
-            limit = floor * (1.0 + s.tolerance) + 1e-12
-            under = [c for c in cands if c[0] <= limit]
-            best = sorted(under, key=lambda c: (c[1], c[0], c[2]))[:n] if len(under) >= n \
-                else sorted(cands, key=lambda c: c[:3])[:n]
-        if len(best) < n:
-            pl = plain_placement(self.name, request, f"pal: no {n} node(s) with "
-                                 f"{request.gpus} free GPUs now; Slurm places the class {cls} "
-                                 f"job in its turn")
+        # one node is of one model; several: each model's choice, the lowest slowdown taken
+        groups = [cands] if n == 1 else by_model(cands, lambda c: c[3])
+        picks = [_pick(g, n, s.tolerance) for g in groups if len(g) >= n]
+        if not picks:
+            pl = plain_placement(self.name, request, f"pal: no {n} node(s) of one GPU model "
+                                 f"with {request.gpus} free GPUs now; Slurm places the class "
+                                 f"{cls} job in its turn")
             return pl if nice is None else _with(pl, nice=nice)
-        factors = [f for c in best for f, _ in c[4]]
-        slow = set_slowdown(factors, n, cls, s)
+        slow, best, limit = min(
+            ((set_slowdown([f for c in b for f, _ in c[4]], n, cls, s), b, lim)
+             for b, lim in picks), key=lambda x: x[0])
         gpus = [(c[3].name, idx, f) for c in best for f, idx in c[4]]
         labels = prof.labels or {}
         shown = ", ".join(f"{node}:{idx} x{f:.3f}" + _label(labels, node, idx, ci)
@@ -152,6 +148,18 @@ class Pal:
                          prof.rank(job_pal_class(job, s)), s) or 0
         return tuple(age_tiers(self.name, tiered_pending(ctx.cluster), now, s.tier_age_s,
                                MAX_MOVES, tier_of, _tier_key, ctx.history))
+
+
+def _pick(cands: list, n: int, tolerance: float) -> tuple[list, float]:
+    """The ``n`` candidate nodes taken (``n <= len(cands)``) and the slowdown threshold: the
+    lowest slowdown some free set offers (the n-th best over n nodes) plus the tolerance;
+    under it, the best fit wins (else the lowest slowdowns)."""
+    floor = sorted(c[0] for c in cands)[n - 1] if n > 1 else min(c[0] for c in cands)
+    limit = floor * (1.0 + tolerance) + 1e-12
+    under = [c for c in cands if c[0] <= limit]
+    best = sorted(under, key=lambda c: (c[1], c[0], c[2]))[:n] if len(under) >= n \
+        else sorted(cands, key=lambda c: c[:3])[:n]
+    return best, limit
 
 
 def _tier_key(job_id: str) -> str:
