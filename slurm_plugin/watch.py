@@ -21,6 +21,10 @@ until that job is seen running, or ended on its own:
   a job pending or running since before the action ``watch_s`` after the action ended.
 
 A job still held that cannot be released is a warning on every pass, however old its action.
+
+A cancel that ended ``done`` is watched the same way: slurmctld killed before it saved the
+cancel brings the job back pending or running. Seen so within ``watch_s``, it is cancelled
+again (``recancelled``); seen gone or ended, it is settled.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ def watch(journal: Journal, actuator: Actuator, busy: set[str], now_s: float,
     again, needs no ``scontrol`` call of its own."""
     outcomes: list[Outcome] = []
     warnings: list[str] = []
+    for t in journal.touched(("cancel",)):
+        if t.status == "done" and t.action.job_id not in busy:
+            _cancel_again(journal, actuator, t, seen, now_s, watch_s, outcomes, warnings)
+            busy.add(t.action.job_id)
     for t in journal.touched(HOLDS):
         job = t.action.job_id
         if t.status is None or job in busy:
@@ -150,3 +158,33 @@ def _revive(journal: Journal, actuator: Actuator, t: Touched,
     count = "with the action's count" if t.status == "done" else "as it was"
     journal.write(t.action_id, "revived", t.action, f"job {job} {why}: requeued {count}")
     return Outcome(t.action, "revived", f"job {job} {why}: requeued {count}", True), ""
+
+
+def _cancel_again(journal: Journal, actuator: Actuator, t: Touched,
+                  seen: Mapping[str, Job] | None, now_s: float, watch_s: float,
+                  outcomes: list[Outcome], warnings: list[str]) -> None:
+    """A job a ``done`` cancel stopped: cancelled again when slurmctld shows it pending or
+    running (it lost the cancel), else settled; after ``watch_s``, settled as it is."""
+    job = t.action.job_id
+    try:
+        if seen is not None:
+            alive = job in seen and seen[job].state in ("PENDING", "RUNNING")
+        else:
+            view = actuator.observe(job)
+            alive = view is not None and view.state in ("PENDING", "RUNNING")
+    except WattError as exc:
+        warnings.append(f"job {job} after cancel {t.action_id}: not checked ({exc}); checked "
+                        "again next pass")
+        return
+    if not alive or now_s - (t.ended_s or t.begun_s) > watch_s:
+        journal.write(t.action_id, "settled", t.action,
+                      f"job {job} {'gone' if not alive else 'still there, no longer watched'}")
+        return
+    why = f"back after cancel {t.action_id} (slurmctld lost the cancel)"
+    try:
+        run_step(actuator, "cancel", t.action)
+    except WattError as exc:
+        warnings.append(f"job {job} {why}: not cancelled ({exc}); tried again every pass")
+        return
+    journal.write(t.action_id, "recancelled", t.action, f"job {job} {why}: cancelled again")
+    outcomes.append(Outcome(t.action, "recancelled", f"job {job} {why}: cancelled again", True))

@@ -1,11 +1,15 @@
-"""Polling helpers shared by the real-cluster tests."""
+"""Polling helpers shared by the real-cluster tests, and a cluster of a module's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
+from slurm_plugin.localcluster import cancel_all_jobs, down, up
 from slurm_plugin.model import Job
 from slurm_plugin.slurm.snapshot import snapshot
 
@@ -47,3 +51,25 @@ def fill_every_gpu(cfg, env: dict) -> list[str]:
 # the crash matrix's cases as (kind, fault, n, lost, held, traceback), printed by conftest
 CRASH_TALLY = pytest.StashKey[list]()
 CRASH_RUNAWAY = pytest.StashKey[int]()    # accounting records the lost requeues left open
+
+
+@contextmanager
+def own_cluster(session, suffix: str, **changes):
+    """A local cluster of a test module's own, while the session's is down (``session_down``):
+    the session's spec with ``changes`` (gpu_model, gpu_source, share_gres), the same ports,
+    the state directory ``<session's>-<suffix>``; up, the environment pointing at it, and
+    down after."""
+    main = session.spec
+    spec = dataclasses.replace(main, state_dir=Path(f"{main.state_dir}-{suffix}"), **changes)
+    patch = pytest.MonkeyPatch()
+    try:
+        up(spec, install=False)
+        for name, value in spec.env().items():
+            patch.setenv(name, value)
+        yield dataclasses.replace(session, spec=spec, state_dir=spec.state_dir,
+                                  slurm_conf=spec.slurm_conf, site_toml=spec.site_toml,
+                                  env=spec.env())
+    finally:
+        patch.undo()
+        cancel_all_jobs(spec)
+        down(spec)

@@ -88,6 +88,18 @@ def localcluster():
     patch.undo()
 
 
+@pytest.fixture(scope="module")
+def session_down(localcluster):
+    """The session's cluster down for a module that runs clusters of its own
+    (``cluster_waits.own_cluster``), and up again after it."""
+    from slurm_plugin.localcluster import down
+    down(localcluster.spec, cancel_jobs=True)
+    try:
+        yield localcluster
+    finally:
+        up(localcluster.spec, install=False)
+
+
 @pytest.fixture(autouse=True)
 def _no_jobs_around_test(request: pytest.FixtureRequest):
     """Tests that use the cluster start and end with no jobs (also those left by tests that

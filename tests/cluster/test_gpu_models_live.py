@@ -16,7 +16,6 @@ directory) and puts the session's back at the end."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import sys
@@ -24,9 +23,9 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_waits import own_cluster
 
 from slurm_plugin import live
-from slurm_plugin.localcluster import cancel_all_jobs, down, up
 from slurm_plugin.localcluster.render import type_prefix
 from slurm_plugin.physics import gpu_models as gm
 from slurm_plugin.physics import idle_power_w
@@ -41,24 +40,9 @@ CURVE = ("idle_power_w", "dynamic_power_w", "util_gamma", "max_power_w", "min_po
 
 
 @pytest.fixture(scope="module")
-def mixed(localcluster):
-    main = localcluster.spec
-    down(main, cancel_jobs=True)
-    spec = dataclasses.replace(main, state_dir=Path(f"{main.state_dir}-models"),
-                               gpu_model=MODELS)
-    patch = pytest.MonkeyPatch()
-    try:
-        up(spec, install=False)
-        for name, value in spec.env().items():
-            patch.setenv(name, value)
-        yield dataclasses.replace(
-            localcluster, spec=spec, state_dir=spec.state_dir, slurm_conf=spec.slurm_conf,
-            site_toml=spec.site_toml, env=spec.env())
-    finally:
-        patch.undo()
-        cancel_all_jobs(spec)
-        down(spec)
-        up(main, install=False)
+def mixed(session_down):
+    with own_cluster(session_down, "models", gpu_model=MODELS) as cluster:
+        yield cluster
 
 
 def test_each_gpu_is_read_as_its_model_and_draws_its_power(mixed):

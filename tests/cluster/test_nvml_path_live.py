@@ -10,13 +10,9 @@ at the end."""
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
-from cluster_waits import wait_job
+from cluster_waits import own_cluster, wait_job
 
-from slurm_plugin.localcluster import cancel_all_jobs, down, up
 from slurm_plugin.localcluster.energy_check import compare, submit_group, truth, wait_records
 from slurm_plugin.localcluster.render import type_prefix
 from slurm_plugin.node.source import make_source
@@ -30,36 +26,12 @@ SHARE = {"shard": 1, "mps": 50}      # what each job holds of the GPU: shards, o
 NODE, GPU = "gpu1", 1
 
 
-@pytest.fixture(scope="module")
-def session_down(localcluster):
-    """The session's cluster down for the module, and up again after it."""
-    main = localcluster.spec
-    down(main, cancel_jobs=True)
-    try:
-        yield localcluster
-    finally:
-        up(main, install=False)
-
-
 @pytest.fixture(scope="module", params=list(SHARE))
 def nvml_cluster(request, session_down):
     """An H100 cluster read through the NVML path, its GPUs shared by ``request.param``."""
-    main = session_down.spec
-    spec = dataclasses.replace(main, state_dir=Path(f"{main.state_dir}-nvml-{request.param}"),
-                               gpu_model="H100", gpu_source="emulated-nvml",
-                               share_gres=request.param)
-    patch = pytest.MonkeyPatch()
-    try:
-        up(spec, install=False)
-        for name, value in spec.env().items():
-            patch.setenv(name, value)
-        yield dataclasses.replace(
-            session_down, spec=spec, state_dir=spec.state_dir, slurm_conf=spec.slurm_conf,
-            site_toml=spec.site_toml, env=spec.env())
-    finally:
-        patch.undo()
-        cancel_all_jobs(spec)
-        down(spec)
+    with own_cluster(session_down, f"nvml-{request.param}", gpu_model="H100",
+                     gpu_source="emulated-nvml", share_gres=request.param) as cluster:
+        yield cluster
 
 
 def gpu_points(cluster, cfg, node: str, index: int, last_s: int) -> list[tuple[float, float]]:

@@ -80,6 +80,10 @@ class Slurm:
     def whole_gpus(self, job_id):
         self._call("whole_gpus")
 
+    def cancel(self, job_id):
+        self._call("cancel")
+        self.job = replace(self.job, state="CANCELLED", end_s=self.now)
+
     def release(self, job_id):
         self._call("release")
         self.job = replace(self.job, held=False, state="COMPLETING" if self.completing else
@@ -280,3 +284,48 @@ def test_snapshot_spares_a_call_per_watched_job(tmp_path):
     assert act.calls == []
     one(Job("7", "PENDING", reason="JobHeldAdmin"))
     assert act.calls == []                                  # settled: no longer watched
+
+
+def _cancelled_in_an_earlier_pass(tmp_path, act) -> None:
+    journal = Journal(tmp_path / "journal.jsonl")
+    action = Action("cancel", "7", "fixed", why="t")
+    journal.write("c1", "begin", action)
+    journal.write("c1", "done", action)
+
+
+def _snapshot_pass(tmp_path, act, jobs, now_s):
+    return reconcile_pass(policy=SlurmDefault(), snapshot=lambda: Cluster(nodes=(), jobs=jobs),
+                          readings=Readings, actuator=act, state_dir=tmp_path,
+                          now_s=lambda: now_s, watch_s=3600.0)
+
+
+def test_a_cancel_slurmctld_lost_is_made_again_then_settled(tmp_path):
+    """slurmctld killed before it saved a done cancel: the job is back running; the next pass
+    cancels it again, the one after finds it gone and settles; then it is no longer read."""
+    from slurm_plugin.model import Job
+
+    act = Slurm()
+    _cancelled_in_an_earlier_pass(tmp_path, act)
+    back = {"7": Job("7", "RUNNING", start_s=act.now - 100)}
+    res = _snapshot_pass(tmp_path, act, back, act.now + 30)
+    assert [(o.status, o.action.job_id) for o in res.outcomes] == [("recancelled", "7")]
+    assert "slurmctld lost the cancel" in res.outcomes[0].detail
+    assert _steps(act) == ["cancel"] and act.job.state == "CANCELLED"
+    act.calls = []
+    res = _snapshot_pass(tmp_path, act, {}, act.now + 60)
+    assert res.outcomes == [] and act.calls == []
+    events = [e.event for e in Journal(tmp_path / "journal.jsonl").entries()]
+    assert events[-2:] == ["recancelled", "settled"]
+    _snapshot_pass(tmp_path, act, back, act.now + 90)      # settled: never cancelled again
+    assert act.calls == []
+
+
+def test_a_cancel_that_took_is_settled_without_a_call(tmp_path):
+    from slurm_plugin.model import Job
+
+    act = Slurm()
+    _cancelled_in_an_earlier_pass(tmp_path, act)
+    ending = {"7": Job("7", "COMPLETING")}       # the cancel's own end: not cancelled again
+    res = _snapshot_pass(tmp_path, act, ending, act.now + 5)
+    assert res.outcomes == [] and act.calls == []
+    assert [e.event for e in Journal(tmp_path / "journal.jsonl").entries()][-1] == "settled"
