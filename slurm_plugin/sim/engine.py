@@ -182,20 +182,6 @@ class Simulator:
         self.pending_view = PendingView(self)
         self.pinned_pending: dict[str, SimJob] = {}   # pending jobs pinned to GPUs, by id
 
-    # a single-model cluster's GPU constants (a mixed one's first node group's); the engine
-    # computes with each node's own (NodeState.kind)
-    @property
-    def idle_w(self) -> float:
-        return self.nodes[0].kind.idle_w
-
-    @property
-    def max_power_w(self) -> float:
-        return self.nodes[0].kind.max_w
-
-    @property
-    def memory_mib(self) -> int:
-        return self.nodes[0].kind.memory_mib
-
     # ---------------------------------------------------------------- event plumbing
     def _push(self, t: float, kind: int, obj: Any, token: Any = None) -> None:
         self.seq += 1

@@ -66,8 +66,9 @@ def _reading_as_defined(sim, node_name: str, index: int):
     among them (the GPU's maximum when none is capped)."""
     from slurm_plugin.model import GpuReading
 
-    g = sim.node_by_name[node_name].gpus[index]
-    cap = min((j.cap_w for j in g.jobs if j.cap_w), default=sim.max_power_w)
+    node = sim.node_by_name[node_name]
+    g = node.gpus[index]
+    cap = min((j.cap_w for j in g.jobs if j.cap_w), default=node.kind.max_w)
     return GpuReading(node=node_name, index=index, power_w=g.power_w, energy_j=0.0,
                       util_pct=g.util_pct, mem_used_mib=sum(j.cls.memory_mib for j in g.jobs),
                       power_limit_w=cap, taken_s=sim.now)

@@ -169,7 +169,8 @@ def test_simulator_uses_the_models_idle_top_limit_and_memory():
     from slurm_plugin.sim.engine import Simulator
     sim = Simulator([], ClusterSpec(nodes=1, gpus_per_node=2, gpu_type="H100"),
                     get_policy("slurm-default"))
-    assert (sim.idle_w, sim.max_power_w, sim.memory_mib) == (72.5, 700.0, 81068)
+    kinds = {(n.kind.idle_w, n.kind.max_w, n.kind.memory_mib) for n in sim.nodes}
+    assert kinds == {(72.5, 700.0, 81068)}
 
 
 def test_one_job_draws_its_class_power_on_the_model(tmp_path):
