@@ -31,7 +31,8 @@ END_STATES = ("done", "failed", "dry-run", "skipped")
 class Entry:
     action_id: str
     # begin | step:<name> | done | failed | dry-run | skipped; not ends: stuck, waiting,
-    # revived, wait:completing; after the end, the watch's released, revived and settled
+    # revived, wait:completing; after the end, the watch's released, revived, recancelled,
+    # resubmitting and settled
     event: str
     action: dict[str, Any]
     t_s: float

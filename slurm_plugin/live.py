@@ -111,6 +111,14 @@ class SlurmActuator:
     def requeue_hold(self, job_id: str) -> None:
         actions.requeue_hold(job_id, self.cfg)
 
+    def resubmit(self, job_id: str, gpus: int | None, num_nodes: int | None) -> str:
+        from .slurm.resubmit import lost_job, resubmit
+        return resubmit(lost_job(job_id, self.cfg), self.cfg, gpus, num_nodes)
+
+    def resubmitted(self, job_id: str) -> str | None:
+        from .slurm.resubmit import find_resubmission
+        return find_resubmission(job_id, self.cfg)
+
     def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None:
         actions.set_gpu_count(job_id, gpus, self.cfg, num_nodes)
 

@@ -14,8 +14,11 @@ until that job is seen running, or ended on its own:
   journal says (the action's if it ended ``done``, else the job's own) and released
   (``revived``);
 - forgotten by slurmctld (``MinJobAge`` after it ended) and shown by the accounting as ended by
-  that signal: it cannot be requeued; a warning on every pass says so and how to resubmit it,
-  for ``watch_s`` after the action ended;
+  that signal: it cannot be requeued; it is submitted again from what the accounting kept
+  (``slurm/resubmit.py``: its script, environment and request, with the count the journal
+  says; ``resubmitted``, the new job id in the journal). Where that cannot be done (the site
+  keeps no scripts), a warning on every pass says why and how to resubmit it by hand, for
+  ``watch_s`` after the action ended;
 - running since after the action began, or ended otherwise (done, cancelled, its own
   failure), or held by its user: settled (``settled`` in the journal), no longer checked; so is
   a job pending or running since before the action ``watch_s`` after the action ended.
@@ -108,23 +111,38 @@ def _check(journal: Journal, actuator: Actuator, t: Touched, now_s: float,
 
 def _forgotten(journal: Journal, actuator: Actuator, t: Touched,
                old: bool) -> tuple[Outcome | None, str]:
-    """A job slurmctld no longer knows: lost to the requeue if the accounting says so."""
+    """A job slurmctld no longer knows: submitted again from the accounting when it was lost
+    to the requeue (with the count the journal says: the action's if it ended ``done``, else
+    the job's own), settled otherwise."""
     job = t.action.job_id
     ended = actuator.accounting(job)
     lost = ended is not None and stopped_by_requeue(ended[0], ended[1]) and \
         (ended[2] is None or ended[2] >= t.begun_s - 1)
-    if not lost or old:
-        journal.write(t.action_id, "settled", t.action,
-                      f"job {job} forgotten by slurmctld" + (", lost" if lost else ""))
     if not lost:
+        journal.write(t.action_id, "settled", t.action, f"job {job} forgotten by slurmctld")
         return None, ""
     state, exit_code, _ = ended
-    return None, (f"job {job} lost: the requeue of {t.action.kind} {t.action_id} stopped it "
-                  f"and slurmctld lost that requeue; it ended {state} (ExitCode {exit_code}) "
-                  "and slurmctld has forgotten it (MinJobAge), so it cannot be requeued: "
-                  f"resubmit it (its script: sacct -j {job} --batch-script, with "
-                  "AccountingStoreFlags=job_script)"
-                  + ("; no longer said after this pass (reconcile.watch_s)" if old else ""))
+    why = (f"job {job} lost: the requeue of {t.action.kind} {t.action_id} stopped it and "
+           f"slurmctld lost that requeue; it ended {state} (ExitCode {exit_code}) and "
+           "slurmctld has forgotten it (MinJobAge)")
+    try:
+        new = actuator.resubmitted(job)       # a pass that died after sbatch submitted it
+        if new is None:
+            journal.write(t.action_id, "resubmitting", t.action, why)
+            done = t.status == "done"
+            new = actuator.resubmit(job, int(t.action.gpus or 1) if done else None,
+                                    t.action.num_nodes if done else None)
+    except WattError as exc:
+        if old:
+            journal.write(t.action_id, "settled", t.action, f"{why}; not submitted again")
+        return None, (f"{why}; not submitted again ({exc}): resubmit it by hand (its script: "
+                      f"sacct -j {job} --batch-script)"
+                      + ("; no longer said after this pass (reconcile.watch_s)" if old
+                         else "; tried again every pass"))
+    count = "with the action's count" if t.status == "done" else "as it was"
+    detail = f"{why}: submitted again from the accounting {count}, as job {new}"
+    journal.write(t.action_id, "settled", t.action, detail)
+    return Outcome(t.action, "resubmitted", detail, True), ""
 
 
 def _release(journal: Journal, actuator: Actuator, t: Touched,

@@ -149,29 +149,52 @@ def test_job_held_after_a_done_resize_is_released_by_the_next_pass(localcluster,
     assert Journal(state / "journal.jsonl").touched(("resize",)) == []
 
 
-def test_job_the_requeue_ended_and_slurmctld_forgot_is_said_lost_on_every_pass(localcluster,
-                                                                               tmp_path):
+def test_job_the_requeue_ended_and_slurmctld_forgot_is_submitted_again(localcluster, tmp_path):
     """A resize whose requeue slurmctld lost, and whose SIGTERM ended the job: once slurmctld
-    has forgotten the job (MinJobAge), only the accounting tells; every pass says so."""
+    has forgotten the job (MinJobAge), only the accounting tells. The next pass submits it
+    again from what the accounting kept: its script, its environment, its output path (from
+    its command line) and the action's count; a later pass leaves it alone."""
     cfg = localcluster.config()
-    opts = ["--output=/dev/null", f"--chdir={tmp_path}", "-J", "lost", "--gres=gpu:1"]
-    # its processes end by SIGTERM a few seconds after the action began, as by a lost requeue
-    job_id = actions.submit(opts, "#!/bin/bash\nsleep 5\nkill -TERM $$\nsleep 600\n", cfg)
+    opts = [f"--output={tmp_path}/out-%j.txt", f"--chdir={tmp_path}", "-J", "lost",
+            "--gres=gpu:1", "--export=ALL,WB_TEST_VALUE=kept"]
+    # the first run's processes end by SIGTERM a few seconds after the action began, as by a
+    # lost requeue; the run submitted again says what it was given
+    script = ("#!/bin/bash\nif [ ! -e first-run ]; then touch first-run; sleep 5; "
+              "kill -TERM $$; fi\necho \"value=$WB_TEST_VALUE gpus=$SLURM_GPUS_ON_NODE\"\n"
+              "sleep 600\n")
+    job_id = actions.submit(opts, script, cfg)
     wait_job(cfg, job_id, lambda j: j.running)
     state = Path(tmp_path) / "state"
     journal = Journal(state / "journal.jsonl")
     action = Action("resize", job_id, "resize-test", gpus=2, why="test")
     journal.write("a1", "begin", action)
-    journal.write("a1", "step:requeue_hold", action)
-    journal.write("a1", "failed", action, "set_gpus: slurmctld down")
+    for step in ("requeue_hold", "set_gpus", "release", "start_now"):
+        journal.write("a1", f"step:{step}", action)
+    journal.write("a1", "done", action)
     deadline = time.monotonic() + 90                  # MinJobAge=10 on the local cluster
     while actions.job_now(job_id, cfg) is not None:
         assert time.monotonic() < deadline, actions.job_now(job_id, cfg)
         time.sleep(1)
     assert actions.job_ended(job_id, cfg)[:2] == ("FAILED", "0:15")
-    for _ in range(2):
-        res = reconcile_pass(policy=SlurmDefault(), snapshot=lambda: live.snapshot(cfg),
-                             readings=Readings, actuator=live.SlurmActuator(cfg),
-                             state_dir=state)
-        lost = [w for w in res.warnings if f"job {job_id} lost" in w]
-        assert len(lost) == 1 and f"sacct -j {job_id} --batch-script" in lost[0], res.warnings
+
+    def one_pass():
+        return reconcile_pass(policy=SlurmDefault(), snapshot=lambda: live.snapshot(cfg),
+                              readings=Readings, actuator=live.SlurmActuator(cfg),
+                              state_dir=state)
+
+    res = one_pass()
+    assert [o.status for o in res.outcomes] == ["resubmitted"], res.as_dict()
+    assert f"job {job_id} lost" in res.outcomes[0].detail
+    new_id = res.outcomes[0].detail.rpartition("as job ")[2]
+    after = wait_job(cfg, new_id, lambda j: j.running, timeout_s=60)
+    assert after.gpus == 2
+    assert actions.show_job(new_id, cfg)["Comment"].startswith(
+        f"wattbatch: resubmission of job {job_id}")
+    out = Path(tmp_path) / f"out-{new_id}.txt"
+    deadline = time.monotonic() + 20
+    while "value=" not in (out.read_text() if out.exists() else ""):
+        assert time.monotonic() < deadline, f"{out} not written"
+        time.sleep(0.5)
+    assert "value=kept gpus=2" in out.read_text()
+    assert one_pass().outcomes == []                  # settled: never submitted twice
+    actions.cancel(new_id, cfg)

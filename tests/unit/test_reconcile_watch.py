@@ -10,7 +10,7 @@ import pytest
 from test_reconcile import Fixed
 
 from slurm_plugin.actuate import JobView
-from slurm_plugin.errors import CommandError
+from slurm_plugin.errors import CommandError, InputError
 from slurm_plugin.journal import Journal
 from slurm_plugin.model import Action, Cluster, Readings
 from slurm_plugin.policy.baseline import SlurmDefault
@@ -32,6 +32,8 @@ class Slurm:
         self.lose_hold, self.launch_fails, self.completing = lose_hold, launch_fails, completing
         self.down = False
         self.acct: tuple | None = None
+        self.stored = True          # the accounting kept the job's script (job_script)
+        self.resubmissions: list[str] = []      # jobs submitted again, newest last
         self.job: JobView | None = JobView("RUNNING", False, "gres:gpu:1",
                                                    start_s=self.now - 100)
 
@@ -52,6 +54,17 @@ class Slurm:
     def accounting(self, job_id):
         self._call("sacct")
         return self.acct
+
+    def resubmit(self, job_id, gpus, num_nodes):
+        self._call("resubmit", gpus, num_nodes)
+        if not self.stored:
+            raise InputError(f"slurm: job {job_id}: the accounting kept no batch script")
+        self.resubmissions.append(str(100 + len(self.resubmissions)))
+        return self.resubmissions[-1]
+
+    def resubmitted(self, job_id):
+        self._call("squeue")
+        return self.resubmissions[-1] if self.resubmissions else None
 
     def _started(self) -> JobView:
         if self.launch_fails:
@@ -102,7 +115,7 @@ def _pass(tmp_path, act, policy=None, now_s=None, watch_s=3600.0, wait_s=10.0):
 
 
 def _steps(act) -> list[str]:
-    return [c[0] for c in act.calls if c[0] not in ("show", "sacct")]
+    return [c[0] for c in act.calls if c[0] not in ("show", "sacct", "squeue")]
 
 
 def test_job_failed_by_a_lost_requeue_is_requeued_with_the_new_count(tmp_path):
@@ -181,18 +194,50 @@ def test_job_failing_on_its_own_after_a_resize_is_left_alone(tmp_path):
     assert act.calls == []
 
 
-def test_job_lost_for_good_is_said_on_every_pass_for_watch_s(tmp_path):
+def _lost(tmp_path, status="failed"):
+    """A resize whose requeue slurmctld lost; the job then ended FAILED 0:15 and was forgotten
+    (MinJobAge) before the next pass."""
     act = Slurm(lose_hold="failed")
-    act.down = False
     journal = Journal(tmp_path / "journal.jsonl")
     journal.write("a1", "begin", RESIZE)
     journal.write("a1", "step:requeue_hold", RESIZE)
-    journal.write("a1", "failed", RESIZE, "set_gpus: slurmctld down")
+    journal.write("a1", status, RESIZE, "set_gpus: slurmctld down" if status == "failed" else "")
     act.job, act.acct = None, ("FAILED", "0:15", act.now + 5)
+    return act
+
+
+@pytest.mark.parametrize("status, gpus", [("failed", None), ("done", 2)])
+def test_job_lost_for_good_is_submitted_again_once(tmp_path, status, gpus):
+    """Forgotten by slurmctld after the lost requeue ended it: submitted again from the
+    accounting, with the action's count where the action ended done, else as it was; once."""
+    act = _lost(tmp_path, status)
+    res = _pass(tmp_path, act, now_s=act.now + 60)
+    assert [o.status for o in res.outcomes] == ["resubmitted"] and res.warnings == []
+    assert "job 7 lost" in res.outcomes[0].detail and "as job 100" in res.outcomes[0].detail
+    assert ("resubmit", gpus, None) in act.calls and act.resubmissions == ["100"]
+    events = [e.event for e in Journal(tmp_path / "journal.jsonl").entries()]
+    assert events[-2:] == ["resubmitting", "settled"]
+    act.calls = []
+    res = _pass(tmp_path, act, now_s=act.now + 120)
+    assert act.calls == [] and res.outcomes == []
+
+
+def test_a_pass_that_died_after_sbatch_never_submits_twice(tmp_path):
+    act = _lost(tmp_path)
+    act.resubmissions = ["100"]         # sbatch went in; the pass died before its journal line
+    res = _pass(tmp_path, act, now_s=act.now + 60)
+    assert [o.status for o in res.outcomes] == ["resubmitted"]
+    assert "resubmit" not in _steps(act) and act.resubmissions == ["100"]
+
+
+def test_job_lost_for_good_that_cannot_be_resubmitted_is_said_every_pass_for_watch_s(tmp_path):
+    act = _lost(tmp_path)
+    act.stored = False
     for minute in (1, 2, 3):
         res = _pass(tmp_path, act, now_s=act.now + 60 * minute, watch_s=600)
         lost = [w for w in res.warnings if "lost" in w]
-        assert len(lost) == 1 and "job 7" in lost[0] and "sacct -j 7 --batch-script" in lost[0]
+        assert len(lost) == 1 and "job 7" in lost[0] and "no batch script" in lost[0]
+        assert "sacct -j 7 --batch-script" in lost[0] and res.outcomes == []
     res = _pass(tmp_path, act, now_s=act.now + 3600, watch_s=600)
     assert any("no longer said" in w for w in res.warnings)
     res = _pass(tmp_path, act, now_s=act.now + 3660, watch_s=600)
