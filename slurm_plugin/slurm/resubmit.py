@@ -204,12 +204,14 @@ def resubmit(lost: LostJob, cfg: SiteConfig, gpus: int | None = None,
         # exports that one beside them), as sbatch --export=NONE would give it
         extra = [e for e in env if "," not in e]
         return submit([*options, "--export=" + (",".join(extra) or "NONE")], lost.script, cfg)
-    # the file's variables are the job's whole environment (sbatch's own are not added)
+    # the file's variables are the job's whole environment, sbatch's own not added (checked on
+    # 22.05, 24.11 and 26.05; 26.05 reads the file only beside an explicit --export=ALL)
     with tempfile.NamedTemporaryFile("w", prefix="wattbatch-env-", suffix=".0") as fh:
         fh.write("\0".join(env) + "\0")
         fh.flush()
         os.chmod(fh.name, 0o644)        # sbatch --uid reads it after dropping to the user
-        return submit([*options, f"--export-file={fh.name}"], lost.script, cfg)
+        return submit([*options, "--export=ALL", f"--export-file={fh.name}"], lost.script,
+                      cfg)
 
 
 def _identity(lost: LostJob) -> Sequence[str]:

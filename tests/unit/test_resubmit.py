@@ -66,7 +66,7 @@ def test_resubmit_as_the_user_with_the_journal_count_and_its_environment(monkeyp
     cmd, argv, script = calls[-1]
     assert cmd == "sbatch" and script == lost.script
     assert "--nodes=2" in argv and "--nodes=1" not in argv and "--gres=gpu:4" in argv
-    assert "--uid=alice" in argv and "--gid=users" in argv and "--export=NONE" not in argv
+    assert "--uid=alice" in argv and "--gid=users" in argv and "--export=ALL" in argv
     assert "--comment=wattbatch: resubmission of job 3007; my note" in argv
     assert env_files[0].split("\0") == [
         "FOO=bar", "MULTI=line one\nline two", "SHELL=/bin/bash",
