@@ -109,7 +109,8 @@ def main() -> int:
     short = {"tdp_w": "tdp", "memory_mib": "mem", "idle_power_w": "idle",
              "max_power_w": "max", "min_power_cap_w": "min", "dynamic_power_w": "dyn",
              "util_gamma": "gamma", "cap_beta": "beta", "interference_k": "k",
-             "interference_util_threshold": "t", "colocation_pairs": "pairs"}
+             "interference_util_threshold": "t", "interference_k_mps": "k_mps",
+             "colocation_pairs": "pairs"}
     print(f"  {'model':<{w}}  " + " ".join(f"{short[c]:>5}" for c in CONSTANTS))
     for key, m in models.items():
         print(f"  {key:<{w}}  " + " ".join(f"{m[c]['source'][0]:>5}" for c in CONSTANTS))

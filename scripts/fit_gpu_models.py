@@ -93,7 +93,7 @@ GDDR6_ECC_SHARE = 15 / 16   # GDDR6 boards store ECC check bits in the memory it
 
 CONSTANTS = ("tdp_w", "memory_mib", "idle_power_w", "max_power_w", "min_power_cap_w",
              "dynamic_power_w", "util_gamma", "cap_beta", "interference_k",
-             "interference_util_threshold", "colocation_pairs")
+             "interference_util_threshold", "interference_k_mps", "colocation_pairs")
 
 
 # ---- reading --------------------------------------------------------------------------------
@@ -709,6 +709,10 @@ def build(d: Path) -> dict:
                 e[c] = const(models[V100_MEASURED][c]["value"], "carried-over", (
                     f"as {V100_MEASURED}: no pair was measured on this model (how the V100's "
                     "pairs carry over: colocation_pairs)"))
+        # MPS: no pair sharing a GPU through MPS is in the data, on any model
+        e["interference_k_mps"] = const(e["interference_k"]["value"], "carried-over", (
+            "as this model's interference_k (time-sliced pairs): no pair sharing a GPU "
+            "through MPS was measured on any model (wattctl calibrate-gpus measures one)"))
 
     for e in models.values():
         e.pop("_memory_gb"), e.pop("_nvml_mib")

@@ -175,6 +175,7 @@ SCHEMA: dict[str, Key] = {
     "eaco.observe_epochs": _int(1, 100),
     "eaco.deadline_factor": _num(1, 100),
     "eaco.pin_wait_s": _num(0, 1e7),
+    "eaco.share_modes": Key(list, choices=("shard", "mig")),
     "ones.population": _int(2, 256),
     "ones.generations": _int(0, 64),
     "ones.crossover_p": _num(0, 1),
@@ -195,6 +196,8 @@ def env_name(key: str) -> str:
 
 
 def _coerce(source: str, key: str, raw: Any, spec: Key) -> Any:
+    if spec.type is list:
+        return _coerce_list(source, key, raw, spec)
     value = raw
     if isinstance(raw, str) and spec.type is not str:
         text = raw.strip().lower()
@@ -222,6 +225,24 @@ def _coerce(source: str, key: str, raw: Any, spec: Key) -> Any:
         raise ConfigError(source, key, raw, f"must be at least {spec.minimum:g}")
     if spec.maximum is not None and value > spec.maximum:
         raise ConfigError(source, key, raw, f"must be at most {spec.maximum:g}")
+    return value
+
+
+def _coerce_list(source: str, key: str, raw: Any, spec: Key) -> list[str]:
+    """A list of choices: a TOML list, or comma-separated words (an environment variable);
+    at least one, each once."""
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(source, key, raw, "expected a list of words")
+    value = [i.strip().lower() for i in items]
+    choose = f"choose from: {', '.join(map(str, spec.choices))}"
+    if not value or not all(value):
+        raise ConfigError(source, key, raw, f"expected one or more words; {choose}")
+    for item in value:
+        if item not in spec.choices:
+            raise ConfigError(source, key, raw, f"{item!r} is not a choice; {choose}")
+        if value.count(item) > 1:
+            raise ConfigError(source, key, raw, f"{item!r} is named twice; give each once")
     return value
 
 

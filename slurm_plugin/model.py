@@ -17,7 +17,7 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattb
 if TYPE_CHECKING:       # the aliases are for annotations only
     from typing import Literal, Mapping, Sequence
 
-    ShareMode = Literal["exclusive", "shard", "mps"]
+    ShareMode = Literal["exclusive", "shard", "mps", "mig"]
     ActionKind = Literal["resize", "defer", "cancel", "move_exclusive", "unpin", "power_cap",
                          "observe", "note", "batch"]
 
@@ -37,7 +37,11 @@ class Gpu:
     shards_total: int = 0        # shards configured on this GPU (0: sharing not offered)
     shards_used: int = 0
     exclusive_job: str | None = None   # job holding the whole GPU, if any
-    shard_jobs: tuple[str, ...] = ()   # jobs holding shards on it
+    shard_jobs: tuple[str, ...] = ()   # jobs holding shards on it (or MIG instances)
+    # In MIG mode: the instance profile of each of ``shard_jobs`` ("3g.40gb"; "" for a job
+    # holding shards); no shards are then left (``shards_used == shards_total``). Empty: the
+    # GPU is not in MIG mode.
+    mig_profiles: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, int]:
@@ -213,7 +217,10 @@ class JobRequest:
     partition: str = ""            # -p/--partition ("" = the default partition)
     gpus: int = 0                  # GPUs per node; 0 for a CPU-only job
     num_nodes: int = 1
-    gpu_model: str = ""            # e.g. "v100" from --gres=gpu:v100:2 ("" = any)
+    # the GPU model asked for ("" = any): the catalogue's name of the model a GRES type
+    # (--gres=gpu:a100:2) or a --constraint feature (h100) names, else that type as given
+    gpu_model: str = ""
+    gpu_type: str = ""             # the GRES type asked for, as given ("a100"; "" = none)
     time_limit_s: float | None = None
     deadline_s: float | None = None
     slack_s: float | None = None   # --wb-slack: the start may move this long (None: not deferrable)
@@ -312,7 +319,7 @@ class Placement:
     nodes: tuple[str, ...] = ()
     gpu_indexes: tuple[int, ...] = ()     # on a single node; pinned by typed GRES when set
     share_mode: ShareMode = "exclusive"
-    shards: int = 0                       # shards per GPU when share_mode != "exclusive"
+    shards: int = 0                       # shards per GPU when share_mode is shard or mps
     begin_s: float | None = None
     power_cap_w: float | None = None
     batch_size: int | None = None
@@ -321,6 +328,7 @@ class Placement:
     nice: int | None = None               # queue tier: lower goes first (sbatch --nice)
     why: tuple[str, ...] = ()
     predicted: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)   # numbers the decision relied on (for the log)
+    mig_profile: str = ""                 # share_mode "mig": the GPU instance's profile
 
     @property
     def changes_anything(self) -> bool:

@@ -106,6 +106,15 @@ def start(argv: list[str] | tuple[str, ...], *, log_path: str, env: dict[str, st
             raise CommandError(argv, 127, f"{argv[0]}: not found ({exc.strerror})") from exc
 
 
+def wait(child: subprocess.Popen, timeout_s: float) -> int | None:
+    """The exit status of a process from ``start`` once it ends, None if it has not ended
+    within ``timeout_s`` (it is left running)."""
+    try:
+        return child.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def stop(child: subprocess.Popen, *, timeout_s: float = 10.0) -> int:
     """SIGTERM a process from ``start`` (SIGKILL after ``timeout_s``); its exit status."""
     if child.poll() is None:

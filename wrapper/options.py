@@ -66,7 +66,7 @@ OPTIONS: tuple[Opt, ...] = (
     _o("clusters", "M", field="clusters", env="SBATCH_CLUSTERS"),
     _o("comment", field="comment"),
     _o("consolidate-segments", arg="none"),                     # 26.05+
-    _o("constraint", "C", env="SBATCH_CONSTRAINT"),
+    _o("constraint", "C", field="constraint", env="SBATCH_CONSTRAINT"),
     _o("container", env="SBATCH_CONTAINER"),
     _o("container-id", env="SBATCH_CONTAINER_ID"),              # 24.11+
     _o("container-type", env="SBATCH_CONTAINER_TYPE"),          # 26.05+

@@ -231,6 +231,26 @@ def gpu_ask(view: SbatchView, nodes: int) -> GpuAsk:
     return GpuAsk()
 
 
+def requested_model(gres_type: str, constraint: str) -> str:
+    """The GPU model a job asks for, in the catalogue's spelling where it names one: its GRES
+    type's model (``a100``, ``nvidia_h100_80gb_hbm3``, ``h100_80gb_hbm3_g0`` as the snapshot
+    reads GPUs' types), else one of the features its ``--constraint`` requires (a plain
+    ``&``-list, such as ``h100&ib``) that names a catalogued model, else the type as given
+    ("" for none: any model)."""
+    if gres_type:
+        from slurm_plugin.slurm.parse import type_model
+        return type_model(gres_type, gres_type)
+    if constraint and not any(c in constraint for c in "|[]*,"):
+        from slurm_plugin.errors import ConfigError
+        from slurm_plugin.physics.constants import catalogue_entry
+        for feature in constraint.split("&"):
+            try:
+                return catalogue_entry(feature.strip())
+            except ConfigError:
+                continue
+    return ""
+
+
 def _user(environ: Mapping[str, str]) -> str:
     try:
         import pwd
@@ -375,7 +395,8 @@ def build_request(view: SbatchView, wb: WbSettings, *, script: str | None, now_s
     return JobRequest(
         name=name, user=user, account=view.get("account") or "",
         partition=view.get("partition") or "", gpus=ask.gpus, num_nodes=nodes,
-        gpu_model=ask.model, time_limit_s=limit_s,
+        gpu_model=requested_model(ask.model, view.get("constraint") or ""), gpu_type=ask.model,
+        time_limit_s=limit_s,
         deadline_s=deadline_s,
         slack_s=_slack_s(wb, limit_s, now_s),
         app=wb.app, memory_per_gpu_mib=wb.gpu_mem_mib, min_gpus=lo, max_gpus=hi,

@@ -9,6 +9,8 @@ Placement                               sbatch
 ``nodes``                               ``--nodelist=a,b``
 ``share_mode`` shard/mps, ``shards``    ``--gres=shard:K`` (``mps:K``), per GPU ``shard:g1:K``
  + ``gpu_indexes`` and typed GPUs       (one typed entry per GPU: pins the GPU index)
+``share_mode`` mig, ``mig_profile``     ``--gres=gpu:3g.40gb:1`` (the node's MIG devices of that
+                                        profile; the GPU index is not pinned)
 exclusive + ``gpu_indexes``, typed      ``--gres=gpu:g1:1,gpu:g3:1``
 ``gpus`` != requested                   ``--gres=gpu[:model]:N``
 ``num_nodes`` != requested (elastic)    ``--nodes=K``
@@ -69,7 +71,8 @@ _REFUSALS = (   # action, does the placement use it, what undoes it, note
     ("place", lambda p, r: bool(p.nodes or p.gpu_indexes),
      dict(nodes=(), gpu_indexes=()), "node choice dropped"),
     ("share", lambda p, r: p.share_mode != "exclusive",
-     dict(share_mode="exclusive", shards=0, gpu_indexes=()), "shared GPU dropped"),
+     dict(share_mode="exclusive", shards=0, gpu_indexes=(), mig_profile=""),
+     "shared GPU dropped"),
     ("defer", lambda p, r: p.begin_s is not None, dict(begin_s=None), "start time dropped"),
     ("resize", lambda p, r: p.gpus != r.gpus, None, "GPU count kept"),
     ("power", lambda p, r: p.power_cap_w is not None, dict(power_cap_w=None), "power cap dropped"),
@@ -94,7 +97,7 @@ def enforce_array(p: Placement, request: JobRequest) -> tuple[Placement, list[st
     if request.array_tasks < 2 or not (p.nodes or p.gpu_indexes or p.share_mode != "exclusive"):
         return p, []
     p = replace(p, nodes=(), gpu_indexes=(), share_mode="exclusive", shards=0,
-                gpu_memory_cap_mib=None)
+                gpu_memory_cap_mib=None, mig_profile="")
     return p, [f"array of {request.array_tasks} tasks: placement dropped (nodes, GPUs, sharing "
                "are chosen for one job; Slurm places each task)"]
 
@@ -157,7 +160,7 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         out.notes.append(f"GPU change dropped: GPUs asked with --{gpus_by}; "
                          "use --gres=gpu:N to let wattbatch place them")
         gpu_change, out.gpus_kept = False, True
-    if gpu_change and p.share_mode != "exclusive" and p.share_mode != site.share_gres:
+    if gpu_change and p.share_mode not in ("exclusive", "mig", site.share_gres):
         out.notes.append(f"shared GPU dropped: the site shares GPUs by {site.share_gres}, "
                          f"not {p.share_mode}")
         gpu_change = False
@@ -179,7 +182,7 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
         out.args.append("--begin=" + time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(p.begin_s)))
     tag = f"wb:policy={p.policy}" + (f";app={request.app}" if request.app else "")
     if out.share_mode != "exclusive":
-        tag += f";share={out.share_mode}:{p.shards}"
+        tag += f";share={out.share_mode}:{p.mig_profile if out.share_mode == 'mig' else p.shards}"
     if p.power_cap_w is not None:
         tag += f";cap={p.power_cap_w:.0f}"
     if own:     # kept when reconcile moves the job to another tier
@@ -200,6 +203,8 @@ def plan(p: Placement, request: JobRequest, view: SbatchView, ask: GpuAsk, wb: W
 
 def _gpu_entries(p: Placement, request: JobRequest, cluster: Cluster | None, site: Site,
                  out: Plan) -> list[str]:
+    if p.share_mode == "mig":       # MIG devices are typed by profile, not by GPU index
+        return [f"gpu:{p.mig_profile}:1"]
     types = None
     if p.gpu_indexes and len(p.nodes) == 1 and site.typed_gpus:
         types = _gpu_types(cluster, p.nodes[0], p.gpu_indexes)
@@ -213,8 +218,8 @@ def _gpu_entries(p: Placement, request: JobRequest, cluster: Cluster | None, sit
     if types:
         return [f"gpu:{t}:1" for t in types]
     if p.gpus != request.gpus:
-        model = f"{request.gpu_model}:" if request.gpu_model else ""
-        return [f"gpu:{model}{p.gpus}"]
+        kind = f"{request.gpu_type}:" if request.gpu_type else ""
+        return [f"gpu:{kind}{p.gpus}"]
     return []
 
 
@@ -224,7 +229,10 @@ def _environment(p: Placement, request: JobRequest, cluster: Cluster | None, sit
     if request.app:
         env.append(("WATTBATCH_JOB_APP", request.app))
     wanted = False
-    if out.share_mode != "exclusive":
+    if out.share_mode == "mig":     # the instance holds its own memory: nothing to cap
+        env += [("WATTBATCH_SHARE_MODE", "mig"), ("WATTBATCH_MIG_PROFILE", p.mig_profile)]
+        out.template, wanted = "shared_gpu.sbatch.j2", True
+    elif out.share_mode != "exclusive":
         out.mem_cap_mib, out.mem_fraction = _mem_cap(p, cluster, site)
         env += [("WATTBATCH_SHARE_MODE", out.share_mode), ("WATTBATCH_SHARDS", str(p.shards))]
         if out.mem_cap_mib:

@@ -22,6 +22,7 @@ from ..errors import InputError, WattError
 from ..model import Cluster
 from ..physics.calibrate_fit import (CalibrationError, CapPoint, Calibration, LoadPoint,
                                      Measurement, fit)
+from ..physics.calibrate_pairs import Colocation, PairPoint
 from ..physics.site_models import SITE_KEY
 from .profile_run import ENDED
 
@@ -138,17 +139,35 @@ def measurement(result: dict) -> Measurement:
             workload_time_s=float(result["workload_time_s"]),
             workload_power_w=float(result["workload_power_w"]),
             caps=tuple(CapPoint(float(c["power_limit_w"]), float(c["time_s"]),
-                                float(c["power_w"])) for c in result["caps"]))
+                                float(c["power_w"])) for c in result["caps"]),
+            pairs=tuple(PairPoint(str(p["mode"]), str(p["level"]), float(p["util_pct"]),
+                                  float(p["solo_time_s"]), float(p["pair_time_s"]))
+                        for p in result.get("pair", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationError(f"the job's result is not a calibration ({type(exc).__name__}: "
                                f"{exc})") from None
+
+
+def colocation(model: str) -> Colocation:
+    """What the pair fit keeps of catalogue entry ``model``: its threshold, as the physics
+    computes with it, and its shipped table of measured pairs."""
+    from ..physics.constants import colocation_constants
+    from ..physics.gpu_models import shipped
+    return Colocation(colocation_constants(model)["interference_util_threshold"],
+                      shipped()["models"][model]["colocation_pairs"]["value"])
+
+
+def _rounded(value: float | dict) -> float | dict:
+    if isinstance(value, dict):
+        return {k: [round(x, 4) for x in v] for k, v in value.items()}
+    return round(value, 4)
 
 
 def entry(cal: Calibration, where: str) -> dict:
     """The calibrated constants as a site entry (the catalogue's record format)."""
     out = {}
     for name, c in cal.constants.items():
-        rec = {"value": round(c.value, 4), "source": "measured", "how": f"{where}: {c.how}",
+        rec = {"value": _rounded(c.value), "source": "measured", "how": f"{where}: {c.how}",
                "rows": c.points}
         if c.error is not None:
             rec["fit_error"] = round(c.error, 6)
@@ -229,7 +248,7 @@ def run_calibration(cfg, partition: str, minutes: float, site_file: str, site_or
                             "catalogued model: a calibration adjusts a catalogue entry")
             continue
         try:
-            fitted[model] = (job, jid, result, fit(measurement(result)))
+            fitted[model] = (job, jid, result, fit(measurement(result), colocation(model)))
         except WattError as exc:          # measurements that are not physical
             problems.append(f"{label}: {exc}")
     if problems:
@@ -246,23 +265,44 @@ def run_calibration(cfg, partition: str, minutes: float, site_file: str, site_or
                                       "gpu_index": result["gpu_index"], "job_id": jid,
                                       "mode": result["mode"],
                                       "notes": [*cal.notes, *result.get("notes", [])],
-                                      "samples": {k: result[k] for k in (
+                                      "samples": {**{k: result[k] for k in (
                                           "idle_w", "loads", "max_limit_w", "min_limit_w",
                                           "workload", "workload_time_s", "workload_power_w",
-                                          "caps")}}
+                                          "caps")}, "pair": result.get("pair", [])}}
         shipped_entry = shipped()["models"][model]
         summary["models"][model] = {
             "job_id": jid, "node": result["node"], "gpu_index": result["gpu_index"],
             "mode": result["mode"], "curve_rmse_w": round(cal.curve_rmse_w, 3),
             "cap_rmse": None if cal.cap_rmse is None else round(cal.cap_rmse, 4),
             "notes": [*cal.notes, *result.get("notes", [])],
-            "constants": {name: {"shipped": shipped_entry[name]["value"],
-                                 "calibrated": round(c.value, 4),
+            "constants": {name: {**_compared(shipped_entry[name]["value"], c.value),
                                  "fit_error": None if c.error is None else round(c.error, 6),
                                  "points": c.points, "how": c.how}
                           for name, c in cal.constants.items()}}
     write_site_document(site_file, doc, shipped())
     return summary
+
+
+def _compared(shipped_value: float | dict, value: float | dict) -> dict:
+    """``shipped`` and ``calibrated`` of a constant; of a table of pairs, the pairs that the
+    calibration measured (a pair the shipped table lacks: ``shipped`` None)."""
+    got = _rounded(value)
+    if not isinstance(got, dict):
+        return {"shipped": shipped_value, "calibrated": got}
+    keys = [k for k in got if shipped_value.get(k) != got[k]]
+    return {"shipped": {k: shipped_value.get(k) for k in keys},
+            "calibrated": {k: got[k] for k in keys}}
+
+
+def _rows(name: str, c: dict) -> list[tuple[str, str, str]]:
+    """(constant, shipped, calibrated) to print: one row, or one per measured pair."""
+    if not isinstance(c["calibrated"], dict):
+        return [(name, f"{c['shipped']:g}", f"{c['calibrated']:g}")]
+
+    def speeds(v: list[float] | None) -> str:
+        return "-" if v is None else "/".join(f"{x:g}" for x in dict.fromkeys(v))
+    return [(f"pair {k}", speeds(c["shipped"][k]), speeds(v))
+            for k, v in c["calibrated"].items()]
 
 
 def print_summary(summary: dict, echo: Callable[[str], None] = print) -> None:
@@ -272,11 +312,12 @@ def print_summary(summary: dict, echo: Callable[[str], None] = print) -> None:
         echo(f"{model} ({m['node']}:{m['gpu_index']}, job {m['job_id']}, {m['mode']} GPU; "
              f"curve RMSE {m['curve_rmse_w']:g} W"
              + (f", cap RMSE {m['cap_rmse']:g}" if m["cap_rmse"] is not None else "") + ")")
-        echo(f"  {'constant':<16} {'shipped':>10} {'calibrated':>11} {'fit error':>10} "
+        echo(f"  {'constant':<18} {'shipped':>10} {'calibrated':>11} {'fit error':>10} "
              f"{'points':>6}")
         for name, c in m["constants"].items():
             err = "-" if c["fit_error"] is None else f"{c['fit_error']:.3g}"
-            echo(f"  {name:<16} {c['shipped']:>10g} {c['calibrated']:>11g} {err:>10} "
-                 f"{c['points']:>6}")
+            for label, shipped_text, calibrated_text in _rows(name, c):
+                echo(f"  {label:<18} {shipped_text:>10} {calibrated_text:>11} {err:>10} "
+                     f"{c['points']:>6}")
         for note in m["notes"]:
             echo(f"  note: {note}")

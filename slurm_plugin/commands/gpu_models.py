@@ -21,7 +21,7 @@ UNITS = {"tdp_w": "W", "memory_mib": "MiB", "idle_power_w": "W", "max_power_w": 
 SHORT = {"memory_mib": "memory", "idle_power_w": "idle", "max_power_w": "max limit",
          "min_power_cap_w": "min limit", "dynamic_power_w": "dynamic", "util_gamma": "gamma",
          "cap_beta": "cap beta", "interference_k": "k", "interference_util_threshold": "t",
-         "colocation_pairs": "pairs", "tdp_w": "TDP"}
+         "interference_k_mps": "k mps", "colocation_pairs": "pairs", "tdp_w": "TDP"}
 
 
 def _summary(m) -> dict:

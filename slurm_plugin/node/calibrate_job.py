@@ -14,7 +14,10 @@ nodes, ``emulated`` on the local cluster) and measures, before ``--deadline``:
    of 1 W (the bottom);
 4. the fixed workload (the heaviest level below the limit) timed uncapped and under caps
    spread over that range (``cap=`` of the job's AdminComment, which the node's cap path
-   applies: ``node/power_cap.py``).
+   applies: ``node/power_cap.py``);
+5. the co-located pair, uncapped (``calibrate_pair.py``): one level's fixed workload alone,
+   then as two copies sharing the GPU, time-sliced and through MPS, as long as the deadline
+   leaves time.
 
 Every change (class, cap) goes through the job's own AdminComment, so the job must run as a
 Slurm administrator (root): on emulated GPUs that is what the GPU draws, on real ones what the
@@ -24,7 +27,7 @@ readings of its GPU that show another job on it. The AdminComment is restored at
 Result: ``DIR/calibration-<job id>.json`` (written aside and renamed): ``node``,
 ``gpu_index``, ``job_id``, ``model``, ``mode``, the samples (``idle_w``, ``loads``,
 ``max_limit_w``, ``min_limit_w``, ``workload``, ``workload_time_s``, ``workload_power_w``,
-``caps``), ``notes``, ``elapsed_s`` and ``error`` ("" when measured). Progress goes to
+``caps``, ``pair``), ``notes``, ``elapsed_s`` and ``error`` ("" when measured). Progress goes to
 ``DIR/phase-<job id>.txt``, one line, for the driver to show.
 """
 
@@ -43,6 +46,7 @@ from ..errors import CommandError, WattError
 from ..model import GpuReading
 from ..physics.calibrate_fit import CalibrationError, power_tolerance_w
 from .calibrate_load import JobTag, Load
+from .calibrate_pair import PAIR_ALLOWANCE, PAIR_RUNS, PAIR_SETTLES, measure_pair
 from .emulated import is_emulated, job_gpu_indexes, job_node
 
 CAP_LEVELS = 8           # caps tried from the lowest settable limit up (the top is uncapped)
@@ -75,15 +79,17 @@ class Plan:
 
 def make_plan(left_s: float, levels: int, emulated: bool) -> Plan:
     """Windows and workload length that end the job within ``left_s``: 70 % of it shared by
-    the load levels and the ``CAP_LEVELS + 1`` fixed runs (planned at ``SLOWDOWN_ALLOWANCE``
-    times their uncapped time), the rest kept for settling and reading."""
+    the load levels, the ``CAP_LEVELS + 1`` fixed runs (planned at ``SLOWDOWN_ALLOWANCE``
+    times their uncapped time) and the co-located pair's ``PAIR_RUNS`` (at ``PAIR_ALLOWANCE``
+    times), the rest kept for settling and reading."""
     settle_s, interval_s, least_s = (0.0, 0.25, 1.0) if emulated else (2.0, 0.25, 3.0)
-    spare_s = 0.7 * left_s - (levels + CAP_LEVELS + 3) * settle_s
-    unit_s = spare_s / (levels + SLOWDOWN_ALLOWANCE * (CAP_LEVELS + 1))
+    spare_s = 0.7 * left_s - (levels + CAP_LEVELS + 3 + PAIR_SETTLES) * settle_s
+    unit_s = spare_s / (levels + SLOWDOWN_ALLOWANCE * (CAP_LEVELS + 1)
+                        + PAIR_ALLOWANCE * PAIR_RUNS)
     if unit_s < least_s:
         raise CalibrationError(f"{left_s:.0f} s left before the deadline: too little to "
-                               f"calibrate ({levels} load levels and {CAP_LEVELS + 1} timed "
-                               "runs); give more --minutes")
+                               f"calibrate ({levels} load levels, {CAP_LEVELS + 1} timed runs "
+                               f"and the co-located pair's {PAIR_RUNS}); give more --minutes")
     return Plan(window_s=min(unit_s, 10.0), fixed_s=min(unit_s, 20.0), settle_s=settle_s,
                 interval_s=interval_s, settle_timeout_s=max(10.0, 5 * settle_s))
 
@@ -219,10 +225,13 @@ def calibrate(reader: GpuReader, tag: JobTag, make_load: Callable[[], Load], pla
                                 < 1.0, f"the cap of {cap_w} W").power_limit_w
         time_s, power_w = _timed(load, reader)
         caps.append({"power_limit_w": limit_w, "time_s": time_s, "power_w": power_w})
+    pair, pair_notes = measure_pair(reader, tag, load, loads, model, max_limit_w, plan, end_s,
+                                    say, clock)
     return {"model": model, "mode": load.mode, "idle_w": idle_w, "loads": loads,
             "max_limit_w": max_limit_w, "min_limit_w": min_limit_w, "workload": workload,
             "workload_time_s": time0_s, "workload_power_w": power0_w, "caps": caps,
-            "notes": notes, "elapsed_s": round(clock() - started, 1)}
+            "pair": pair, "notes": [*notes, *pair_notes],
+            "elapsed_s": round(clock() - started, 1)}
 
 
 def _timed(load: Load, reader: GpuReader) -> tuple[float, float]:

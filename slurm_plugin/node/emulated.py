@@ -23,6 +23,7 @@ from ..record import record
 from ..model import EMPTY_MAP, Cluster, Gpu, GpuReading, Job, Resident
 from ..physics import (group_slowdowns, idle_power_w, job_class, max_power_w, shared_gpu_power_w,
                        shared_gpu_util)
+from ..physics.colocation import MODES
 from ..physics.job_cap import capped_job
 from .power_cap import caps_of
 
@@ -50,6 +51,38 @@ def _class(job: Job):
         return job_class(DEFAULT_APP)
 
 
+# A job may declare a co-located pair of one class as its app (``pair:<mode>:<class>``, e.g.
+# ``pair:mps:aps``): the calibration job's (``calibrate_pair.py``) two copies of a workload
+# sharing its GPU, computed as two co-located jobs of that class.
+PAIR_PREFIX = "pair:"
+
+
+def pair_app(app: str, mode: str) -> str:
+    """The app that declares two co-located copies of class ``app`` sharing a GPU in ``mode``
+    (``physics.colocation.MODES``)."""
+    return f"{PAIR_PREFIX}{mode}:{app}"
+
+
+def declared_pair(app: str) -> tuple[str, str] | None:
+    """(class, mode) of an app declaring a pair (``pair_app``); None for any other app (one
+    that names no known class or mode is no pair)."""
+    if not app.startswith(PAIR_PREFIX):
+        return None
+    mode, _, name = app[len(PAIR_PREFIX):].partition(":")
+    if mode not in MODES:
+        return None
+    try:
+        return job_class(name).name, mode
+    except InputError:
+        return None
+
+
+def _copies(job: Job) -> list:
+    """The classes a job runs on its GPU: two of its class when it declares a pair."""
+    pair = declared_pair(job.app)
+    return [_class(job)] if pair is None else [job_class(pair[0])] * 2
+
+
 @record
 class GpuState:
     """One emulated GPU now: what NVML would read, each resident job's slowdown, and each
@@ -66,13 +99,22 @@ class GpuState:
 
 
 def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
+    """The GPU's state from the jobs on it. Each job is one copy of its class, a job declaring
+    a pair (``declared_pair``) two: the physics runs on the copies, and a job's slowdown is
+    its copies', its utilisation and power their sum. The jobs share the GPU time-sliced
+    (this source cannot tell jobs sharing it through MPS), or through MPS where a job declares
+    an MPS pair."""
     resident = [jobs[j] for j in gpu.job_ids if j in jobs and jobs[j].running]
     idle = idle_power_w(gpu.model)
     if not resident:
         return GpuState(0.0, idle, 0.0, EMPTY_MAP, (), EMPTY_MAP, max_power_w(gpu.model))
-    classes = [_class(j) for j in resident]
-    n_gpus = [max(1, len(j.uses)) for j in resident]
-    slow = group_slowdowns([c.name for c in classes])
+    copies = [_copies(j) for j in resident]
+    owner = [k for k, cs in enumerate(copies) for _ in cs]
+    classes = [c for cs in copies for c in cs]
+    n_gpus = [max(1, len(resident[k].uses)) for k in owner]
+    mps = any((declared_pair(j.app) or ("", ""))[1] == "mps" for j in resident)
+    slow = group_slowdowns([c.name for c in classes], model=gpu.model,
+                           mode="mps" if mps else "time-sliced")
     rates = [1 / s for s in slow]
     utils = [c.util_at(n) * r for c, n, r in zip(classes, n_gpus, rates)]
     util = shared_gpu_util([c.util_at(n) for c, n in zip(classes, n_gpus)], rates)
@@ -94,11 +136,21 @@ def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
         job_dynamic = [d * max(0.0, p - idle) / lv if lv > 0 else 0.0
                        for d, (p, _), lv in zip(job_dynamic, capped, levels)]
         power = min(cap_w, idle + sum(job_dynamic))
+    slow, utils, job_dynamic = (_per_job(slow, owner, max), _per_job(utils, owner, sum),
+                                _per_job(job_dynamic, owner, sum))
     return GpuState(
         util, power, mem, {j.job_id: s for j, s in zip(resident, slow)},
         tuple(Resident(j.job_id, h, u, j.app) for j, h, u in zip(resident, held, utils)),
         {j.job_id: idle / len(resident) + d for j, d in zip(resident, job_dynamic)},
         cap_w if cap_w is not None else max_power_w(gpu.model))
+
+
+def _per_job(values: list[float], owner: list[int], combine) -> list[float]:
+    """Per-copy ``values`` combined per job (``owner[i]``: the job of copy ``i``)."""
+    out: dict[int, list[float]] = {}
+    for k, v in zip(owner, values):
+        out.setdefault(k, []).append(v)
+    return [combine(out[k]) for k in sorted(out)]
 
 
 class EmulatedSource:

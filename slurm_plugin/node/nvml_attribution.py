@@ -63,13 +63,14 @@ def _measured(by_job: Mapping[str, list[int]], util: Mapping[int, float]) -> dic
 
 
 def mps_estimate(jobs: Iterable[str], pool_pct: float, shares: Mapping[str, int],
-                 apps: Mapping[str, str]) -> dict[str, float]:
+                 apps: Mapping[str, str], model: str = "V100") -> dict[str, float]:
     """``pool_pct`` divided between ``jobs`` by shares held (at least 1) x each class's
-    utilisation in the group (solo utilisation / slowdown among the others, as the
-    calibrated co-location model says)."""
+    utilisation in the group (solo utilisation / slowdown among the others on a GPU of
+    ``model``, as the calibrated co-location model says: its time-sliced slowdowns, the
+    figures this split was checked with, docs/energy.md)."""
     jobs = sorted(jobs)
     classes = [_class(apps.get(j, "")) for j in jobs]
-    slow = group_slowdowns([c.name for c in classes])
+    slow = group_slowdowns([c.name for c in classes], model=model)
     weights = [max(1, shares.get(j, 0)) * c.util_at(1) / s
                for j, c, s in zip(jobs, classes, slow)]
     total = sum(weights)
@@ -77,8 +78,10 @@ def mps_estimate(jobs: Iterable[str], pool_pct: float, shares: Mapping[str, int]
 
 
 def process_residents(procs: GpuProcesses, job_of: Callable[[int], str | None],
-                      shares: Mapping[str, int], apps: Mapping[str, str]) -> tuple[Resident, ...]:
-    """The jobs on a GPU not in MIG mode, each with its utilisation (None: not known)."""
+                      shares: Mapping[str, int], apps: Mapping[str, str],
+                      model: str = "V100") -> tuple[Resident, ...]:
+    """The jobs on a GPU (of ``model``) not in MIG mode, each with its utilisation (None: not
+    known)."""
     util = procs.util_by_pid
     clients = set(procs.mps_pids or ())
     if clients:
@@ -88,7 +91,7 @@ def process_residents(procs: GpuProcesses, job_of: Callable[[int], str | None],
         else:
             pool = sum(u for p, u in (util or {}).items() if p not in clients)
             pool = pool or procs.gpu_util_pct
-            per_job = None if pool is None else mps_estimate(by_job, pool, shares, apps)
+            per_job = None if pool is None else mps_estimate(by_job, pool, shares, apps, model)
     else:
         by_job = _by_job(set(procs.compute_pids or ()) | set(util or ()), job_of)
         per_job = None if util is None else _measured(by_job, util)

@@ -223,7 +223,9 @@ class NvmlSource:
         out = []
         for reading, src in read:
             if isinstance(src, GpuProcesses):
-                residents = process_residents(src, job_of, shares.get(reading.index, {}), apps)
+                # a board not catalogued splits with the V100's rates, the measured reference
+                residents = process_residents(src, job_of, shares.get(reading.index, {}), apps,
+                                              model=catalogued(reading.model) or "V100")
             else:
                 residents = mig_residents(src, job_of, apps)
             out.append(replace(reading, residents=residents))

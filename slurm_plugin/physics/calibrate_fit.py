@@ -9,7 +9,9 @@ why the measurements are not physical. The forms are those the physics computes 
   an emulated job class draws its measured offset from the curve, ``classes.JobClass.power_at``);
 - under a power limit ``L`` below the fixed workload's uncapped draw ``P0``:
   ``T/T0 = ((P0 - idle_power_w) / (L - idle_power_w)) ** cap_beta``;
-- the settable range ``[min_power_cap_w, max_power_w]`` is read from the board, not fitted.
+- the settable range ``[min_power_cap_w, max_power_w]`` is read from the board, not fitted;
+- co-location: the co-located pair's slowdowns give ``interference_k``, the pair's class's
+  measured pair and ``interference_k_mps`` (``calibrate_pairs.py``).
 
 Idle power is the mean of readings of idle GPUs of the model where there are some, else the
 curve's intercept (fitted with the other two). Each fitted constant carries its standard error
@@ -21,9 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from .calibrate_pairs import Colocation, PairPoint
 
 # Measurement noise allowed before a reading counts as nonsense: power may exceed its limit,
 # or an idle reading a loaded one, by this share of the board's top limit (at least 1 W); a
@@ -65,11 +70,12 @@ class Measurement:
     workload_time_s: float             # its time uncapped
     workload_power_w: float            # its mean power uncapped
     caps: tuple[CapPoint, ...]         # the fixed workload under each limit tried
+    pairs: tuple[PairPoint, ...] = ()  # a fixed workload run as a co-located pair, per mode
 
 
 @dataclass(frozen=True)
 class Constant:
-    value: float
+    value: float | dict[str, list[float]]   # colocation_pairs: "a|b" -> [speed_a, speed_b]
     error: float | None                # standard error, same unit; None: no spare point
     points: int
     how: str
@@ -87,10 +93,12 @@ def power_tolerance_w(limit_w: float) -> float:
     return max(1.0, POWER_TOLERANCE * limit_w)
 
 
-def fit(m: Measurement) -> Calibration:
+def fit(m: Measurement, colocation: Colocation | None = None) -> Calibration:
     """Every constant the measurement determines; ``CalibrationError`` names what is not
     physical (power above its limit, idle above load, too few points, a curve or a cap sweep
-    that runs the wrong way)."""
+    that runs the wrong way, a co-located pair faster than alone or over 4 times slower).
+    ``colocation``: what the pair fit keeps of the model (``calibrate_pairs.Colocation``);
+    None: the co-located pairs are not fitted."""
     check_readings(m)
     tol = power_tolerance_w(m.max_limit_w)
     usable = [p for p in m.loads if p.util_pct > 0 and p.power_w < p.power_limit_w - tol]
@@ -126,6 +134,11 @@ def fit(m: Measurement) -> Calibration:
             value, error, n, f"the fixed workload ({m.workload}, {m.workload_power_w:.1f} W "
             f"uncapped) timed under {n} limits below its draw; RMSE of T/T0 {cap_rmse:.4f} "
             f"over {len(m.caps) + 1} runs")
+    if colocation is not None:
+        from .calibrate_pairs import fit_pairs
+        pair_constants, pair_notes = fit_pairs(m.pairs, colocation)
+        out.update(pair_constants)
+        notes += pair_notes
     skipped = len(m.loads) - len(usable)
     if skipped:
         notes.append(f"{skipped} load levels at the power limit or without utilisation left "

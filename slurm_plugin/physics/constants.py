@@ -19,6 +19,9 @@ REFERENCE_ENTRY = "V100-SXM2-32GB"
 # The catalogue constants a model's dict carries, under physics.json's keys.
 MODEL_KEYS = ("idle_power_w", "dynamic_power_w", "util_gamma", "cap_beta", "max_power_w",
               "min_power_cap_w", "memory_mib")
+# The catalogue constants a model's co-location dict carries (``colocation_constants``).
+COLOCATION_KEYS = ("colocation_pairs", "interference_k", "interference_util_threshold",
+                   "interference_k_mps")
 
 
 @lru_cache(maxsize=1)
@@ -48,10 +51,7 @@ def gpu_constants(model: str) -> dict[str, Any]:
     name = next((n for n in models if n.lower() == model.lower()), None)
     if name is not None and name != "V100":
         return models[name]
-    try:
-        entry = lookup(model)
-    except ConfigError as exc:
-        raise ConfigError("physics", "gpu_type", model, exc.fix) from None
+    entry = _lookup(model)
     if entry.name == REFERENCE_ENTRY:        # a site's calibration of it wins, key by key
         site = {k: v for k, v in site_values(REFERENCE_ENTRY).items() if k in MODEL_KEYS}
         return {**models["V100"], **site} if site else reference_constants()
@@ -64,16 +64,36 @@ def reference_constants() -> dict[str, Any]:
     return constants()["gpu_models"]["V100"]
 
 
-DERIVED_CACHES.append(gpu_constants)
+@lru_cache(maxsize=256)
+def colocation_constants(model: str) -> dict[str, Any]:
+    """The co-location constants of one GPU model (``physics/colocation.py``), under the
+    catalogue's keys: ``colocation_pairs`` (``"a|b"`` -> normalised speeds ``[a, b]`` of
+    pairs measured time-sliced), ``interference_k``, ``interference_util_threshold`` and
+    ``interference_k_mps`` (the MPS pair's k).
+
+    ``model`` as ``gpu_constants`` takes it. The catalogue's values, a site's calibration
+    winning constant by constant; the V100 entry's are physics.json's ``pairs`` and
+    ``interference`` (a unit test holds them equal)."""
+    entry = _lookup(model)
+    return {k: getattr(entry, k) for k in COLOCATION_KEYS}
+
+
+DERIVED_CACHES.extend((gpu_constants, colocation_constants))
+
+
+def _lookup(model: str):
+    """The catalogue entry of ``model``; a ConfigError naming the ``gpu_type`` and the close
+    names for an unknown one."""
+    try:
+        return lookup(model)
+    except ConfigError as exc:
+        raise ConfigError("physics", "gpu_type", model, exc.fix) from None
 
 
 def catalogue_entry(model: str) -> str:
     """The catalogue entry a model name means (``"V100"`` -> ``"V100-SXM2-32GB"``); a
     ConfigError as ``gpu_constants``'s for an unknown one."""
-    try:
-        return lookup(model).name
-    except ConfigError as exc:
-        raise ConfigError("physics", "gpu_type", model, exc.fix) from None
+    return _lookup(model).name
 
 
 def node_constants() -> dict[str, Any]:

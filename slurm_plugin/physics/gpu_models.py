@@ -31,7 +31,7 @@ GPU_MODELS_FILE = "gpu_models.json"
 SOURCES = ("measured", "datasheet", "carried-over")
 CONSTANTS = ("tdp_w", "memory_mib", "idle_power_w", "max_power_w", "min_power_cap_w",
              "dynamic_power_w", "util_gamma", "cap_beta", "interference_k",
-             "interference_util_threshold", "colocation_pairs")
+             "interference_util_threshold", "interference_k_mps", "colocation_pairs")
 CURVE_UTILS = tuple(range(0, 101, 10))
 
 _PREFIX = re.compile(r"^(NVIDIA|TESLA)[\s_-]+")
@@ -62,7 +62,8 @@ def shipped() -> dict:
 # the first lookup reads the site key ``physics.site_gpu_models`` (``use_site_models``).
 _site_file: list[str] | None = None
 # caches of what is computed from the catalogue elsewhere (``constants.gpu_constants``,
-# ``job_cap.capped_job``), emptied with this module's own when the site's entries change
+# ``job_cap.capped_job``, the co-location slowdowns), emptied with this module's own when the
+# site's entries change
 DERIVED_CACHES: list = []
 
 

@@ -28,7 +28,10 @@ SITE_KEY = "physics.site_gpu_models"
 ABOUT = ("GPU model constants calibrated on this site by `wattctl calibrate-gpus`; each "
          "replaces the shipped catalogue's constant of the same model (docs/gpu-models.md).")
 # constants that may be 0 (the interference model's); every other numeric one is above 0
-NON_NEGATIVE = ("interference_k", "interference_util_threshold")
+NON_NEGATIVE = ("interference_k", "interference_util_threshold", "interference_k_mps")
+# a measured pair's normalised speed: above 0, and at most this (a pair much faster than alone
+# is not a measurement)
+MAX_PAIR_SPEED = 1.5
 
 
 def read_site_models(path: str, origin: str, shipped: dict) -> dict[str, dict]:
@@ -129,12 +132,15 @@ def _entry(path: str, name: str, body: object, shipped_entry: dict) -> dict:
 
 def _check_value(path: str, key: str, const: str, value: object) -> None:
     if const == "colocation_pairs":
-        ok = isinstance(value, dict) and all(
-            isinstance(k, str) and "|" in k and isinstance(v, list) and len(v) == 2
-            and all(_number(x) and x > 0 for x in v) for k, v in value.items())
-        if not ok:
-            raise ConfigError(path, key, value, "expected {\"a|b\": [speed_a, speed_b]} with "
-                              "speeds above 0")
+        if not isinstance(value, dict):
+            raise ConfigError(path, key, value, "expected {\"a|b\": [speed_a, speed_b]}")
+        for pair, v in value.items():
+            ok = "|" in pair and isinstance(v, list) and len(v) == 2 and all(
+                _number(x) and 0 < x <= MAX_PAIR_SPEED for x in v)
+            if not ok:
+                raise ConfigError(path, f"{key}.{pair}", v, "expected a pair \"a|b\" of two "
+                                  f"normalised speeds [speed_a, speed_b], each above 0 and at "
+                                  f"most {MAX_PAIR_SPEED:g}")
         return
     floor_ok = (lambda v: v >= 0) if const in NON_NEGATIVE else (lambda v: v > 0)
     if not _number(value) or not floor_ok(value):

@@ -80,7 +80,7 @@ def counterfactual(r: EnergyRecord, others: Iterable[EnergyRecord], default_app:
     if r.shared_gpu_s <= 0 or r.gpu_s <= 0:
         return Counterfactual(r.energy_j, r.co2_g, 1.0, cls.name)
     apps = [_class_or_default(o.app, default_app).name for o in others]
-    slowdown = group_slowdowns([cls.name, *apps])[0] if apps else 1.0
+    slowdown = group_slowdowns([cls.name, *apps], model=gpu_model)[0] if apps else 1.0
     exclusive_part = r.energy_j * (r.gpu_s - r.shared_gpu_s) / r.gpu_s
     alone = cls.power_at(max(1, r.gpus), gpu_model) * r.shared_gpu_s / slowdown
     energy = exclusive_part + alone

@@ -17,8 +17,8 @@ policy's ``Placement`` is honoured as Slurm honours the sbatch options wattbatch
 pinned nodes and GPU indexes, shards on a shared GPU, ``--begin``, a power cap. Every
 ``reconcile_interval_s`` the policy's ``reconcile`` runs and its Actions are applied.
 
-Jobs sharing a GPU progress at their co-location slowdown; rates are recomputed on every start
-and finish. Power is piecewise constant between events and integrated exactly.
+Jobs sharing a GPU time-sliced progress at their co-location slowdown, jobs in MIG instances at
+their instance's rate (``mig``); rates are recomputed on every start and finish. Power is piecewise constant between events and integrated exactly.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ..telemetry.carbon_forecast import ForecastingCarbon
 from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics
+from .mig import mig_fits, mig_placement_valid, mig_rate_of, set_mig
 from .state import (BOOT, CANCELLED, DONE, OFF, ON, PENDING, RUNNING, GpuKind, GpuState, NodeState,
                     SimJob, gres_type)
 from .time_limits import draw_limit_s, whole_minutes_s
@@ -287,6 +288,8 @@ class Simulator:
         if pl.gpu_indexes and (len(pl.nodes) != 1 or len(pl.gpu_indexes) != pl.gpus
                                or any(not 0 <= i < gpn for i in pl.gpu_indexes)):
             return False
+        if pl.share_mode == "mig":
+            return mig_placement_valid(pl, self.node_by_name)
         if pl.share_mode != "exclusive" and not (
                 self.spec.shards_per_gpu and 1 <= pl.shards <= self.spec.shards_per_gpu):
             return False
@@ -319,6 +322,7 @@ class Simulator:
         j.num_nodes = len(pl.nodes) if pl.nodes else (num_nodes or pl.num_nodes or j.req.num_nodes)
         j.share = pl.share_mode != "exclusive"
         j.shards = pl.shards if j.share else 0
+        set_mig(j, pl, self.node_by_name)
         j.pin_nodes, j.pin_indexes = pl.nodes, pl.gpu_indexes
         j.cap_ask_w = pl.power_cap_w
         j.cap_w = self._clamped(j, pl.power_cap_w)
@@ -444,6 +448,8 @@ class Simulator:
         return self.order
 
     def _gpu_fits(self, g: GpuState, j: SimJob) -> bool:
+        if j.mig is not None:
+            return mig_fits(g, j)
         if j.share:
             return not g.exclusive and g.shards_used + j.shards <= self.spec.shards_per_gpu
         return not g.jobs
@@ -865,8 +871,11 @@ class Simulator:
             var = 1.0
             for g in jb.gpus:
                 touched[id(g)] = g
-                if len(g.jobs) > 1:
-                    slow = group_slowdowns([x.cls.name for x in g.jobs])[g.jobs.index(jb)]
+                if jb.mig is not None:      # its MIG instance: no co-location slowdown
+                    irate = min(irate, mig_rate_of(jb))
+                elif len(g.jobs) > 1:
+                    slow = group_slowdowns([x.cls.name for x in g.jobs],
+                                           model=g.node.kind.model)[g.jobs.index(jb)]
                     irate = min(irate, 1.0 / slow)
                 if g.var is not None:
                     var = max(var, g.var[jb.cls.variability_class])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..model import Gpu, Node, Placement, JobRequest
 from ..physics import JobClass
+from .mig import mig_holders
 from .trace import TraceJob
 
 ON, BOOT, OFF = "on", "boot", "off"
@@ -30,7 +31,7 @@ class GpuState:
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
         self.jobs: list[SimJob] = []
-        self.exclusive = False
+        self.exclusive = False      # no shards fit: a whole-GPU job or MIG instances hold it
         self.shards_used = 0
         self.power_w = 0.0
         self.var = var          # time multiplier per variability class, None = off
@@ -90,7 +91,13 @@ def gres_type(index: int) -> str:
 
 def _gpu_view(g: GpuState, node: str, gpu_model: str, memory_mib: int, shards_total: int) -> Gpu:
     """A GPU as a policy sees it: its running jobs, and the pending jobs pinned to it as the
-    live snapshot shows them (a pinned whole GPU as its holder, pinned shards as used)."""
+    live snapshot shows them (a pinned whole GPU as its holder, pinned shards as used). A GPU
+    in MIG mode shows its instances' profiles and no shard left (``mig.mig_holders``)."""
+    mig = mig_holders(g)
+    if mig is not None:
+        return Gpu(node=node, index=g.index, model=gpu_model, gres_type=gres_type(g.index),
+                   memory_mib=memory_mib, shards_total=shards_total, shards_used=shards_total,
+                   shard_jobs=mig[0], mig_profiles=mig[1])
     shards_used = g.shards_used
     exclusive = g.jobs[0].id if g.exclusive else None
     holders = [] if g.exclusive else [j.id for j in g.jobs]
@@ -112,7 +119,7 @@ class SimJob:
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
                  "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
                  "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch", "ready",
-                 "wake_s", "prio")
+                 "wake_s", "prio", "mig")
 
     def __init__(self, t: TraceJob, cls: JobClass, req: JobRequest) -> None:
         self.t, self.id, self.cls, self.req = t, t.job_id, cls, req
@@ -152,6 +159,7 @@ class SimJob:
         self.ready = False               # pending and its --begin passed: in Simulator.ready
         self.wake_s: float | None = None     # the time of its one live Simulator.wake entry
         self.prio: tuple = ()            # its queue order (Simulator._enqueue)
+        self.mig = None                  # its MIG instance's profile (sim/mig.py); None: none
 
     @property
     def total_gpus(self) -> int:

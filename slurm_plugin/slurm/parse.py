@@ -272,7 +272,7 @@ def _gpu_index(gres_type: str) -> int | None:
     return int(m.group(2)) if m else None
 
 
-def _type_model(gres_type: str, gpu_model: str) -> str:
+def type_model(gres_type: str, gpu_model: str) -> str:
     """The model a GPU's GRES type names: ``gN`` none (``gpu_model``, the site's), else the
     catalogue entry of ``<model>_gN``'s or the whole type's model part (``a100``,
     ``nvidia_h100_80gb_hbm3`` as ``AutoDetect=nvml`` names them), else that part as it is."""
@@ -298,7 +298,7 @@ def _gpu_layout(gres: str, gpu_model: str) -> tuple[tuple[int, str, str, int], .
         if it.name != "gpu":
             continue
         idx = _gpu_index(it.type)
-        model = _type_model(it.type, gpu_model)
+        model = type_model(it.type, gpu_model)
         for _ in range(it.count):
             index = idx if idx is not None and it.count == 1 else len(gpus)
             gpus.append([index, model, it.type if idx is not None else "", 0])

@@ -9,7 +9,9 @@ caps of the settable range. The emulated GPUs compute with the shipped catalogue
 cluster's site config names no site GPU model file); the run writes its own file
 (--site-file). The H100's chip has no cap sweep, so it slows under a cap as its ``cap_beta``
 says; the V100's chip has one (Zeus), so its timed runs are checked against that sweep instead
-(``physics/job_cap.py``).
+(``physics/job_cap.py``). Each job also runs its fixed workload's co-located pair (two copies of
+a class on its GPU, time-sliced and through MPS): the fitted ``interference_k`` and
+``interference_k_mps`` are the emulated model's own.
 
 The module brings the session's cluster down, runs its own (same ports, its own state
 directory) and puts the session's back at the end."""
@@ -23,13 +25,13 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_waits import own_cluster
+from cluster_waits import own_cluster, wait_job
 
 from slurm_plugin import live
 from slurm_plugin.localcluster.render import type_prefix
 from slurm_plugin.physics import gpu_models as gm
 from slurm_plugin.physics import idle_power_w
-from slurm_plugin.physics.constants import gpu_constants
+from slurm_plugin.physics.constants import colocation_constants, gpu_constants
 from slurm_plugin.physics.job_cap import capped_job
 from slurm_plugin.proc import run
 
@@ -95,6 +97,11 @@ def test_each_models_own_constants_come_back_within_5_percent(mixed, tmp_path):
         assert {k: m["constants"][k]["shipped"] for k in CURVE} == pytest.approx(want)
     h100 = summary["models"][H100]["constants"]["cap_beta"]["calibrated"]
     assert h100 == pytest.approx(gpu_constants(H100)["cap_beta"], rel=0.05)
+    for model in (V100, H100):          # the co-located pair, time-sliced and through MPS
+        got = {k: c["calibrated"] for k, c in summary["models"][model]["constants"].items()}
+        want = {k: colocation_constants(model)[k]
+                for k in ("interference_k", "interference_k_mps")}
+        assert {k: got[k] for k in want} == pytest.approx(want, rel=0.05), (model, got)
 
     doc = json.loads(site_file.read_text())
     samples = doc["calibrations"][V100]["samples"]
@@ -113,3 +120,38 @@ def test_each_models_own_constants_come_back_within_5_percent(mixed, tmp_path):
             gpu_constants(H100)["dynamic_power_w"]
     finally:
         gm.use_site_models(None)
+
+
+def _wattbatch(cluster, tmp_path: Path, name: str, app: str, constraint: str) -> tuple[str, str]:
+    """An emulated training job of ``app`` through wattbatch with EaCO, sharing allowed, on the
+    model ``constraint`` names (a node feature); (job id, explanation)."""
+    script = tmp_path / f"{name}.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --output={tmp_path}/{name}-%j.out\n"
+                      f"{sys.executable} -m slurm_plugin.emulated_train --steps 600 "
+                      f"--step-s 0.2 --steps-per-epoch 50 --checkpoint {tmp_path}/{name}.ckpt\n")
+    done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-policy=eaco",
+                "--wb-explain", f"--wb-app={app}", "--wb-share", "--gres=gpu:1",
+                f"--constraint={constraint}", "-t", "10", "-J", name, str(script)],
+               env=cluster.env, timeout_s=60)
+    return done.stdout.strip().split(";")[0], done.stderr
+
+
+def test_eaco_shares_a_gpu_only_between_jobs_of_its_model(mixed, tmp_path):
+    """alexnet runs sharable on an H100. resnet18 on the V100s (--constraint=v100) does not
+    join it, though that pair shares well; resnet18 on the H100s joins it on its GPU."""
+    cfg = mixed.config()
+    first, why = _wattbatch(mixed, tmp_path, "alexnet-h100", "alexnet", "h100")
+    alexnet = wait_job(cfg, first, lambda j: j.running)
+    assert {u.node for u in alexnet.uses} <= {"gpu3", "gpu4"}, why
+    assert all(u.shards > 0 for u in alexnet.uses), why
+    on_v100, why_v = _wattbatch(mixed, tmp_path, "resnet18-v100", "resnet18", "v100")
+    on_h100, why_h = _wattbatch(mixed, tmp_path, "resnet18-h100", "resnet18", "h100")
+    v = wait_job(cfg, on_v100, lambda j: j.running)
+    h = wait_job(cfg, on_h100, lambda j: j.running)
+    gpu = {(u.node, u.index) for u in alexnet.uses}
+    assert {u.node for u in v.uses} <= {"gpu1", "gpu2"}, why_v
+    assert {(u.node, u.index) for u in h.uses} == gpu, why_h
+    cluster = live.snapshot(cfg)
+    assert {g.model for n in cluster.nodes for g in n.gpus if (n.name, g.index) in gpu} == {H100}
+    for job in (first, on_v100, on_h100):
+        run(["scancel", job], env=mixed.env, timeout_s=30)

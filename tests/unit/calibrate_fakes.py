@@ -48,6 +48,17 @@ def synthetic_result(idle_w=70.0, dynamic_w=300.0, gamma=0.9, beta=0.7, min_w=15
             "workload_time_s": time0_s, "workload_power_w": p0, "caps": caps}
 
 
+def pair_samples(model: str, level: str = "aps", solo_time_s: float = 2.0,
+                 modes: tuple[str, ...] = ("time-sliced", "mps")) -> list[dict]:
+    """A calibration job's ``pair`` samples as the physics computes ``level``'s pair with
+    itself on ``model`` (``group_slowdowns``), each mode."""
+    from slurm_plugin.physics import group_slowdowns, job_class
+    return [{"mode": m, "level": level, "util_pct": job_class(level).util_pct,
+             "solo_time_s": solo_time_s,
+             "pair_time_s": solo_time_s * group_slowdowns([level, level], model=model,
+                                                          mode=m)[0]} for m in modes]
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.t = 1000.0

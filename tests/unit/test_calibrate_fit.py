@@ -133,3 +133,33 @@ def test_a_result_that_is_not_a_calibration_is_named():
     del r["caps"]
     with pytest.raises(CalibrationError, match="not a calibration .*caps"):
         measurement(r)
+
+
+# ---- the co-located pair (physics/calibrate_pairs.py) ----------------------------------------
+def test_the_pair_gives_k_k_mps_and_the_classes_pair_beside_the_rest():
+    from calibrate_fakes import pair_samples
+
+    from slurm_plugin.commands.calibrate_run import colocation
+    from slurm_plugin.physics import gpu_models as gm
+    gm.use_site_models("")
+    try:
+        model = "H100-80GB-HBM3"
+        r = {**synthetic_result(**CASES[0], model=model), "pair": pair_samples(model)}
+        cal = fit(measurement(r), colocation(model))
+        got = _values(cal)
+        assert got["interference_k"] == pytest.approx(0.6, rel=1e-9)
+        assert got["interference_k_mps"] == pytest.approx(0.6, rel=1e-9)
+        assert got["colocation_pairs"]["aps|aps"] == pytest.approx([1 / 1.2362] * 2, rel=1e-4)
+        assert got["cap_beta"] == pytest.approx(CASES[0]["beta"], rel=0.01)
+        assert not any("not measured" in n for n in cal.notes)
+        # the same result without its pair: the rest is fitted, the pair's constants noted
+        cal = fit(measurement(synthetic_result(**CASES[0], model=model)), colocation(model))
+        assert "interference_k" not in cal.constants and "cap_beta" in cal.constants
+        assert [n.split(":")[0] for n in cal.notes if "not measured" in n] == [
+            "interference_k and colocation_pairs not measured", "interference_k_mps not measured"]
+        # a pair slower than 4x: the whole fit is refused (nothing is written then)
+        slow = [{**p, "pair_time_s": 9.0} for p in pair_samples(model)]
+        with pytest.raises(CalibrationError, match="time-sliced pair ran 4.500 times slower"):
+            fit(measurement({**r, "pair": slow}), colocation(model))
+    finally:
+        gm.use_site_models(None)

@@ -226,3 +226,48 @@ def test_without_a_site_file_the_key_is_named(fake, monkeypatch):
     done = CliRunner().invoke(calibrate_gpus, ["-p", "gpu"])
     assert done.exit_code != 0
     assert "physics.site_gpu_models = '': no site GPU model file to write" in str(done.exception)
+
+
+def _paired(model: str, **change) -> dict:
+    from calibrate_fakes import pair_samples
+    gm.use_site_models("")            # the samples from the shipped physics
+    pairs = [{**p, **change} for p in pair_samples(model)]
+    gm.use_site_models(None)
+    return {**_good(model), "pair": pairs}
+
+
+def test_the_pair_constants_are_written_printed_and_in_the_json(fake):
+    mps_cut = {**_paired(V100), "notes": ["co-located pair cut short by the deadline before "
+                                          "aps as a mps pair: mps not measured"]}
+    mps_cut["pair"] = mps_cut["pair"][:1]
+    fake({"gpu2": _paired(H100), "gpu3": mps_cut})
+    done = CliRunner().invoke(calibrate_gpus, ["-p", "gpu", "--minutes", "2", "--work-dir",
+                                               str(fake.work)])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(fake.site_file.read_text())
+    h100 = doc["models"][H100]
+    assert h100["interference_k"]["value"] == h100["interference_k_mps"]["value"] == 0.6
+    assert h100["colocation_pairs"]["value"]["aps|aps"] == [0.8089, 0.8089]
+    assert h100["colocation_pairs"]["value"]["vgg16|vgg16"] == [0.36, 0.36]
+    assert "job 100" in h100["interference_k"]["how"] and "aps (44.4 % alone)" in \
+        h100["interference_k"]["how"] and "slowdown 1.2362" in h100["interference_k"]["how"]
+    assert doc["calibrations"][H100]["samples"]["pair"][1]["mode"] == "mps"
+    assert "interference_k_mps" not in doc["models"][V100]            # its MPS pair not run
+    lines = done.output.splitlines()
+    assert next(x for x in lines if "interference_k_mps" in x).split()[:3] == [
+        "interference_k_mps", "0.6", "0.6"]
+    assert next(x for x in lines if "pair aps|aps" in x).split()[:4] == [
+        "pair", "aps|aps", "-", "0.8089"]
+    assert "note: interference_k_mps not measured: no mps pair in the run" in done.output
+    assert "note: co-located pair cut short by the deadline" in done.output
+    out = _run(fake)
+    c = out["models"][H100]["constants"]
+    assert c["colocation_pairs"]["shipped"] == {"aps|aps": None}
+    assert c["colocation_pairs"]["calibrated"] == {"aps|aps": [0.8089, 0.8089]}
+    assert (c["interference_k"]["shipped"], c["interference_k"]["calibrated"]) == (0.6, 0.6)
+
+
+def test_a_pair_faster_than_alone_leaves_it_as_it_was(fake):
+    fake({"gpu2": _paired(H100, pair_time_s=1.0), "gpu3": _good(V100)})
+    _left_as_it_was(fake, r"H100-80GB-HBM3 \(job 100 on gpu2:0\): the time-sliced pair ran "
+                          r"faster than alone: slowdown 0.500")

@@ -223,3 +223,99 @@ def test_the_reader_finds_its_gpu_and_refuses_one_it_cannot_see():
     with pytest.raises(CalibrationError, match=r"GPU n1:2 is not among the GPUs the node's "
                                                r"source reads \(n1:0, n1:1\)"):
         cj.GpuReader(Source([0, 1]), "n1", 2, "7", plan).read()
+
+
+# ---- the co-located pair (node/calibrate_pair.py) --------------------------------------------
+def _with_pair(result: dict, model: str) -> dict[str, float]:
+    from slurm_plugin.commands.calibrate_run import colocation
+    cal = fit(measurement(result), colocation(model))
+    return {k: c.value for k, c in cal.constants.items()}
+
+
+def test_the_pair_gives_back_the_emulated_models_own_ks(tmp_path):
+    """Time-sliced and through MPS, on a model a site gave ks no shipped entry has."""
+    own = {"interference_k": 0.9, "interference_k_mps": 0.35}
+    path = tmp_path / "site.json"
+    path.write_text(json.dumps({"models": {"H100": {k: {"value": v, "source": "measured"}
+                                                    for k, v in own.items()}}}))
+    gm.use_site_models(str(path))
+    result = run_emulated(EmulatedNode("H100-80GB-HBM3"), tmp_path)
+    assert [(p["mode"], p["level"]) for p in result["pair"]] == [("time-sliced", "aps"),
+                                                                  ("mps", "aps")]
+    got = _with_pair(result, "H100-80GB-HBM3")
+    assert {k: got[k] for k in own} == pytest.approx(own, rel=0.01)
+    assert got["colocation_pairs"]["aps|aps"][0] == pytest.approx(
+        1 / (1 + 0.9 * 0.4437 * 0.8874), rel=0.01)
+    v100 = _with_pair(run_emulated(EmulatedNode("V100-SXM2-32GB"), tmp_path / "v"),
+                      "V100-SXM2-32GB")
+    assert (v100["interference_k"], v100["interference_k_mps"]) == pytest.approx((0.6, 0.6),
+                                                                                 rel=0.01)
+
+
+def _pair_phase(tmp_path, node, end_after_s: float, load_class=None):
+    """The pair phase alone on GPU 0 of ``node`` (the stepped loads as measured), with
+    ``end_after_s`` left before the deadline."""
+    from calibrate_fakes import FakeClock
+
+    from slurm_plugin.node.calibrate_load import EmulatedLoad
+    from slurm_plugin.node.calibrate_pair import measure_pair
+    from slurm_plugin.node.emulated import EmulatedSource, slowdown_path
+    clock = FakeClock()
+    plan = cj.make_plan(170.0, 8, emulated=True)
+    reader = cj.GpuReader(EmulatedSource("gpu1", node.snapshot, tmp_path), "gpu1", 0, "7", plan,
+                          clock=clock, sleep=clock.sleep)
+    load = (load_class or EmulatedLoad)(node, "7", 1, slowdown_path(tmp_path, "7"), plan.fixed_s,
+                                        plan.interval_s, clock=clock, sleep=clock.sleep)
+    loads = [{"label": c, "util_pct": job_class(c).util_at(1)} for c in load.levels()]
+    max_w = gpu_constants(node.model)["max_power_w"]
+    return measure_pair(reader, node, load, loads, node.model, max_w, plan,
+                        clock() + end_after_s, lambda line: None, clock=clock)
+
+
+def test_a_pair_without_time_or_mps_is_a_note_and_the_rest_stays(tmp_path):
+    from slurm_plugin.node.calibrate_load import EmulatedLoad
+    from slurm_plugin.node.calibrate_pair import PairUnavailable
+    node = EmulatedNode("H100-80GB-HBM3")
+    samples, notes = _pair_phase(tmp_path, node, 1.0)
+    assert samples == [] and notes == ["co-located pair cut short by the deadline before aps "
+                                       "alone: time-sliced, mps not measured"]
+    plan = cj.make_plan(170.0, 8, emulated=True)
+    samples, notes = _pair_phase(tmp_path, node, 4.5 * plan.fixed_s)   # alone, time-sliced
+    assert [s["mode"] for s in samples] == ["time-sliced"]
+    assert notes == ["co-located pair cut short by the deadline before aps as a mps pair: "
+                     "mps not measured"]
+
+    class NoMps(EmulatedLoad):
+        def run_fixed(self, tick):
+            if self._tag.job.app.startswith("pair:mps:"):
+                raise PairUnavailable("MPS is not available here (nvidia-cuda-mps-control: "
+                                      "not found)")
+            return super().run_fixed(tick)
+
+    samples, notes = _pair_phase(tmp_path, EmulatedNode("H100-80GB-HBM3"), 170.0, NoMps)
+    assert [s["mode"] for s in samples] == ["time-sliced"]
+    assert notes == ["the co-located pair of aps as a mps pair not measured: MPS is not "
+                     "available here (nvidia-cuda-mps-control: not found)"]
+    assert samples[0]["pair_time_s"] / samples[0]["solo_time_s"] == pytest.approx(1.2362,
+                                                                                  rel=1e-3)
+
+
+def test_the_real_load_runs_its_pair_as_copies_of_the_fixed_workload(monkeypatch):
+    from calibrate_fakes import FakeClock
+
+    from slurm_plugin.node import calibrate_pair
+    from slurm_plugin.node.calibrate_load import TorchLoad
+    c = FakeClock()
+    load = TorchLoad(_FakeTorch(c), fixed_s=1.0, interval_s=0.25, clock=c, sleep=c.sleep)
+    calls = []
+    monkeypatch.setattr(calibrate_pair, "run_copies",
+                        lambda *a: calls.append(a[:5]) or 1.5)
+    load.apply("100%")
+    load.run_fixed(lambda: None)                       # counts the fixed workload's matmuls
+    assert load.pair_level("H100", load.levels()) == "100%"
+    for mode, want in ((None, (1, None)), ("mps", (2, "mps"))):
+        load.apply(load.pair("100%", mode))
+        assert load.run_fixed(lambda: None) == 1.5
+        assert calls[-1] == (want[0], load._iterations, 4096, want[1], 1.0)
+    load.apply("40%")                                  # a level again: in this process
+    assert load.run_fixed(lambda: None) == pytest.approx(1.0, abs=0.02) and len(calls) == 2

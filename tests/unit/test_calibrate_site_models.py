@@ -90,6 +90,16 @@ def test_the_site_config_names_the_file(tmp_path, monkeypatch):
     ('{"models": {"H100": {"min_power_cap_w": {"value": 900, "source": "measured"}}}}',
      "models.H100.min_power_cap_w.value", 900, "min_power_cap_w 900 is above max_power_w 700"),
     ('{"models": []}', "models", [], "expected an object of GPU model entries"),
+    ('{"models": {"H100": {"interference_k_mps": {"value": -0.1, "source": "measured"}}}}',
+     "models.H100.interference_k_mps.value", -0.1, "expected a finite number of at least 0"),
+    ('{"models": {"H100": {"colocation_pairs": {"value": {"aps|aps": [0.8, 1.6]}, '
+     '"source": "measured"}}}}', "models.H100.colocation_pairs.value.aps|aps", [0.8, 1.6],
+     "each above 0 and at most 1.5"),
+    ('{"models": {"H100": {"colocation_pairs": {"value": {"aps": [0.8, 0.8]}, '
+     '"source": "measured"}}}}', "models.H100.colocation_pairs.value.aps", [0.8, 0.8],
+     "a pair \"a|b\""),
+    ('{"models": {"H100": {"colocation_pairs": {"value": [0.8], "source": "measured"}}}}',
+     "models.H100.colocation_pairs.value", [0.8], "expected {\"a|b\""),
     ('{"models": {"H100": {}, "h100-sxm": {}}}', "models.h100-sxm", "h100-sxm",
      "names H100-80GB-HBM3 again"),
 ])
@@ -145,3 +155,17 @@ def test_a_site_v100_calibration_wins_while_the_classes_keep_their_measured_boar
                                                                     rel=1e-9)
     gm.use_site_models("")
     assert idle_power_w("V100") == ref_idle
+
+
+def test_calibrated_co_location_constants_are_what_the_physics_computes_with(tmp_path):
+    from slurm_plugin.physics import colocated_slowdown
+    table = {**gm.shipped()["models"][H100]["colocation_pairs"]["value"], "aps|aps": [0.8, 0.8]}
+    gm.use_site_models(str(_site(tmp_path, {H100: {
+        "interference_k": _rec(0.0), "interference_k_mps": _rec(1.2),
+        "colocation_pairs": _rec(table)}})))
+    m = gm.lookup("H100")
+    assert (m.interference_k, m.interference_k_mps) == (0.0, 1.2)
+    assert colocated_slowdown("aps", "aps", model="H100") == (1 / 0.8, 1 / 0.8)
+    assert colocated_slowdown("aps", "nas", model="H100") == (1.0, 1.0)      # k 0
+    assert colocated_slowdown("aps", "nas", model="H100", mode="mps")[0] > 1.5
+    assert colocated_slowdown("aps", "nas", model="A100") == colocated_slowdown("aps", "nas")

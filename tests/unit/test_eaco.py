@@ -288,6 +288,8 @@ def test_defaults_match_site_defaults_and_registry() -> None:
     defaults = EacoSettings()
     for f in dataclasses.fields(EacoSettings):
         if f.name in site["eaco"]:
-            assert getattr(defaults, f.name) == site["eaco"][f.name], f.name
+            want = site["eaco"][f.name]
+            assert getattr(defaults, f.name) == (tuple(want) if isinstance(want, list) else want), \
+                f.name
     assert EacoSettings.from_mapping(settings).share_gres == flat["slurm.share_gres"]
     assert isinstance(get_policy("eaco"), Eaco)

@@ -117,7 +117,12 @@ def test_every_entry_has_every_constant_with_a_source():
                 assert h["method"] and h["value"] > 0, (key, c)
     # what is measured where (docs/gpu-models.md's table)
     src = {k: gm.lookup(k).sources() for k in gm.names()}
-    assert set(src["V100-SXM2-32GB"].values()) - {"datasheet"} == {"measured"}
+    v100 = {c: s for c, s in src["V100-SXM2-32GB"].items() if c != "interference_k_mps"}
+    assert set(v100.values()) - {"datasheet"} == {"measured"}
+    for k in gm.names():        # no pair was measured under MPS: its k is the time-sliced one
+        m = gm.lookup(k)
+        assert src[k]["interference_k_mps"] == "carried-over", k
+        assert m.interference_k_mps == m.interference_k, k
     assert src["A100-SXM4-80GB"]["dynamic_power_w"] == "measured"
     assert src["A40"]["cap_beta"] == src["A100-SXM4-40GB"]["cap_beta"] == "measured"
     for k in ("L40S", "H100-PCIE", "H200-NVL", "A100-80GB-PCIE"):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from wrapper.request import (build_request, deadline_warning, gpu_ask, gpus_option, merge,
+from wrapper.request import (build_request, requested_model, deadline_warning, gpu_ask, gpus_option, merge,
                              parse_gres, parse_instant_s, parse_time_limit_s)
 from wrapper.sbatch_args import parse_command_line, parse_script
 from wrapper.wb_options import WbOptionError, WbSettings, dry_run_wanted, resolve, takes_value
@@ -200,3 +200,25 @@ def test_contradicting_flags_in_one_layer_are_an_error_and_a_later_layer_still_o
     wb = resolve([("share", None)], [(3, " no-share")], {"WATTBATCH_SHARE": "0"})
     assert wb.share is True and wb.sources["share"] == "command line"
     assert resolve([("share", None), ("share", None)], [], {}).share is True
+
+
+@pytest.mark.parametrize("gres_type, constraint, model", [
+    ("a100", "", "A100-SXM4-80GB"),                    # a short alias names one part
+    ("h100_80gb_hbm3_g0", "", "H100-80GB-HBM3"),       # <model>_gN, as the local cluster
+    ("nvidia_h100_80gb_hbm3", "", "H100-80GB-HBM3"),   # AutoDetect=nvml's name
+    ("g0", "h100", "g0"),                              # a type without a model wins as given
+    ("tesla", "", "tesla"),
+    ("", "h100", "H100-80GB-HBM3"), ("", "ib&v100", "V100-SXM2-32GB"),
+    ("", "ib", ""), ("", "h100|a100", ""), ("", "[h100*2]", ""), ("", "", ""),
+])
+def test_the_model_a_job_asks_for(gres_type, constraint, model):
+    assert requested_model(gres_type, constraint) == model
+
+
+def test_a_typed_request_keeps_its_type_and_names_its_model():
+    req = build_request(_view(["--gres=gpu:a100:2"]), WbSettings(), script=None, now_s=0,
+                        environ={})
+    assert (req.gpu_type, req.gpu_model, req.gpus) == ("a100", "A100-SXM4-80GB", 2)
+    req = build_request(_view(["--gres=gpu:1"], "#!/bin/sh\n#SBATCH -C h100\n"), WbSettings(),
+                        script=None, now_s=0, environ={})
+    assert (req.gpu_type, req.gpu_model) == ("", "H100-80GB-HBM3")

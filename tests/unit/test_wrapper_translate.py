@@ -34,7 +34,7 @@ def test_untyped_share_exclusive_pin_resize_and_begin():
     assert "--gres=nvme:1,shard:2" in untyped.args
     pinned = _plan(Placement("p", 2, nodes=("gpu1",), gpu_indexes=(1, 3)))
     assert "--gres=nvme:1,gpu:g1:1,gpu:g3:1" in pinned.args and pinned.template == ""
-    resized = _plan(Placement("p", 3), req=JobRequest(gpus=1, gpu_model="v100"))
+    resized = _plan(Placement("p", 3), req=JobRequest(gpus=1, gpu_model="V100-SXM2-32GB", gpu_type="v100"))
     assert "--gres=nvme:1,gpu:v100:3" in resized.args
     begin = time.mktime((2030, 1, 2, 3, 4, 5, 0, 0, -1))
     assert "--begin=2030-01-02T03:04:05" in _plan(Placement("p", 1, begin_s=begin)).args
@@ -143,3 +143,22 @@ def test_the_jobs_own_nice_is_recorded_in_the_tag_for_a_later_tier_change():
     assert ";nice=" not in tag() and ";nice=" not in tag(view=SbatchView({"nice": "lots"}))
     untiered = _plan(Placement("elastic", 1), view=SbatchView({"nice": "7"})).args
     assert not [a for a in untiered if ";nice=" in a]
+
+
+def test_mig_instance_asks_for_its_profile():
+    """A MIG placement asks for one GPU of its profile's type on its node (MIG devices are
+    typed by profile: the GPU index is not pinned), whatever GRES the site time-slices by."""
+    mig = Placement("eaco", 1, nodes=("gpu1",), gpu_indexes=(2,), share_mode="mig",
+                    mig_profile="3g.40gb")
+    for site in (Site(), Site(share_gres="mps")):
+        out = _plan(mig, site=site)
+        assert out.args == ["--nodelist=gpu1", "--gres=nvme:1,gpu:3g.40gb:1",
+                            "--comment=wb:policy=eaco;app=bert;share=mig:3g.40gb"]
+        assert out.template == "shared_gpu.sbatch.j2" and out.mem_cap_mib is None
+        assert out.env == [("WATTBATCH_JOB_POLICY", "eaco"), ("WATTBATCH_JOB_APP", "bert"),
+                           ("WATTBATCH_SHARE_MODE", "mig"), ("WATTBATCH_MIG_PROFILE", "3g.40gb")]
+        assert not out.notes
+    refused = _plan(mig, req=JobRequest(name="j", gpus=1, app="bert",
+                                        opt_out=frozenset({"share"})))
+    assert not any("3g.40gb" in a for a in refused.args)
+    assert refused.notes == ["opt-out share: shared GPU dropped"]

@@ -5,4 +5,5 @@ Roles: ``predict`` (a group's slowdowns, energy and objective from history or th
 ``decide`` (the policy: advise and reconcile), ``observe`` (the early-stage observation of
 each shared GPU and the moves it calls for), ``settings`` (the ``[eaco]`` site keys),
 ``shards`` (the shard count of each class when Slurm picks the GPU), ``index`` (candidate
-nodes per kind of request, kept between calls)."""
+nodes per kind of request, kept between calls), ``mig`` (MIG instances beside time-sliced
+sharing, with ``share_modes`` "mig")."""

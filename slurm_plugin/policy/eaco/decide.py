@@ -25,6 +25,10 @@ that shares well with no class) gets whole GPUs; ``why`` says which case applied
 candidate is a GPU set of one node, so of the node's model: a job shares a GPU only with jobs
 on that model, with the weights and power of that model.
 
+With ``share_modes`` holding "mig", a one-GPU job may instead take a MIG instance of an A100,
+H100 or H200, beside other instances or alone on a free GPU put into MIG mode, where that adds
+less node-on time or scores better than the time-sliced answer (``mig``; docs/eaco.md, "MIG").
+
 ``reconcile`` (``observe``): the early-stage observation of each shared GPU, recorded in
 the history, and a move to an exclusive GPU for a job the observation (or the prediction, for
 jobs that met on one GPU unplanned) shows is slowed too much or would miss its deadline.
@@ -45,6 +49,7 @@ from ..base import Context, plain_placement
 from ..powersave import POWER_SAVE
 from ..queue import first_queued
 from .index import KindIndex, NodeMemo, OfferIndex
+from .mig import mig_placement
 from .observe import ObserveMemo, observe
 from .pins import stale_pins
 from .predict import (
@@ -261,6 +266,27 @@ class Eaco:
         return () if refused else ("cluster", "readings")
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
+        s = self._settings_of(ctx)
+        if s.share_modes == ("shard",):
+            return self._advise_sliced(request, ctx)
+        placement = self._advise_sliced(request, ctx) if "shard" in s.share_modes else \
+            plain_placement(self.name, request, "eaco: exclusive GPUs: time-sliced sharing is "
+                            "off (share_modes)")
+        cls = known_class(request.app)
+        if "mig" not in s.share_modes or cls is None or request.gpus != 1 \
+                or _refusal(request, s, cls, cls.util_at(1)) \
+                or ctx.cluster.pending_at_least(QUEUE_DEPTH) >= QUEUE_DEPTH:
+            return placement
+        jobs, now = ctx.cluster.jobs, ctx.now_s
+
+        def extend_of(node: Node, busy: int) -> float:
+            return _extend_s(_node_idle(node, jobs, busy, ctx), now, request.time_limit_s)
+
+        return mig_placement(self.name, request, ctx, s, cls, placement,
+                             claimed_by_queue(ctx.cluster, now), extend_of)
+
+    def _advise_sliced(self, request: JobRequest, ctx: Context) -> Placement:
+        """The time-sliced answer (``share_modes`` "shard"): docs/eaco.md, "Placement"."""
         s = self._settings_of(ctx)
         cls = known_class(request.app)
         own_util = cls.util_at(request.gpus) if cls else 0.0
@@ -521,9 +547,11 @@ class Eaco:
         res_of: dict[str, _Resident] = {}
         for res in cand.residents:
             apps = [r.job.app for r in res]
-            old, _ = group_slowdowns(apps, history)
+            old, _ = group_slowdowns(apps, history, model=cand.gpus[0].model,
+                                     share_gres=s.share_gres)
             new, src = group_slowdowns(apps + [request.app], history,
-                                       [None] * len(apps) + [own_hist])
+                                       [None] * len(apps) + [own_hist],
+                                       model=cand.gpus[0].model, share_gres=s.share_gres)
             if res:
                 source = src
             new_slow = max(new_slow, new[-1])

@@ -87,7 +87,7 @@ class _Group:
     predicted: tuple[float, ...]          # predicted slowdown of each member
 
 
-def _group(node: str, gpu: Gpu, ctx: Context) -> _Group | None:
+def _group(node: str, gpu: Gpu, ctx: Context, s: EacoSettings) -> _Group | None:
     """The running jobs sharing ``gpu`` with their progress; None if one lacks either."""
     jobs, progress = ctx.cluster.jobs, ctx.readings.progress
     members: list[tuple[Job, Progress]] = []
@@ -97,7 +97,8 @@ def _group(node: str, gpu: Gpu, ctx: Context) -> _Group | None:
         if job is None or p is None or not job.running or known_class(job.app) is None:
             return None
         members.append((job, p))
-    predicted, _ = group_slowdowns([j.app for j, _ in members], ctx.history)
+    predicted, _ = group_slowdowns([j.app for j, _ in members], ctx.history, model=gpu.model,
+                                   share_gres=s.share_gres)
     return _Group("+".join(sorted(gpu.shard_jobs)), f"{node}:{gpu.index}", members, predicted)
 
 
@@ -242,7 +243,7 @@ def _still_waiting(w: _Wait, gpu: Gpu, ctx: Context, s: EacoSettings, acted: set
     waits on still not stepping or not yet ``observe_epochs`` epochs past its mark."""
     if (w.s is not s and w.s != s) or not acted.isdisjoint(gpu.shard_jobs):
         return False
-    if not _same_figures(w, ctx, s):
+    if not _same_figures(w, ctx, s, gpu.model):
         return False
     history = ctx.history
     p = ctx.readings.progress.get(w.job_id)
@@ -292,7 +293,7 @@ def _still_judged(jd: _Judged, gpu: Gpu, ctx: Context, s: EacoSettings, acted: s
     to move (``_reason``), one not calm (``_calm``). False: judge it in full."""
     if (jd.s is not s and jd.s != s) or not acted.isdisjoint(gpu.shard_jobs):
         return False
-    if not _same_figures(jd, ctx, s):
+    if not _same_figures(jd, ctx, s, gpu.model):
         return False
     history = ctx.history
     jobs, progress = ctx.cluster.jobs, ctx.readings.progress
@@ -398,10 +399,11 @@ def _prediction_keys(jobs: int) -> int:
     return 1 + jobs * (jobs - 1) // 2
 
 
-def _same_figures(entry: _Wait | _Judged, ctx: Context, s: EacoSettings) -> bool:
+def _same_figures(entry: _Wait | _Judged, ctx: Context, s: EacoSettings, model: str) -> bool:
     """Whether the figures a waiting or judged group's verdict reads are as ``entry`` holds,
-    or differ only in the group's and pairs' slowdowns and its prediction is still under the
-    limit (the prediction is all they feed before the verdict); then ``entry`` takes them."""
+    or differ only in the group's and pairs' slowdowns and its prediction (on a GPU of
+    ``model``) is still under the limit (the prediction is all they feed before the verdict);
+    then ``entry`` takes them."""
     if entry.version is not None and entry.version == ctx.history_version:
         return True
     history = ctx.history
@@ -410,7 +412,8 @@ def _same_figures(entry: _Wait | _Judged, ctx: Context, s: EacoSettings) -> bool
         n = _prediction_keys(len(entry.apps))
         if values[n:] != entry.values[n:]:
             return False
-        predicted, _ = group_slowdowns(entry.apps, history)
+        predicted, _ = group_slowdowns(entry.apps, history, model=model,
+                                       share_gres=s.share_gres)
         if max(predicted) > s.max_slowdown * (1 + TOLERANCE):
             return False
         entry.values = values
@@ -454,16 +457,17 @@ def _still_true(hit: tuple, node: Node, version: int | None, stale: set[str] | N
 
 def _to_judge(node: Node, ctx: Context, memo: ObserveMemo | None,
               stale: set[str] | None) -> tuple[Gpu, ...]:
-    """The GPUs of ``node`` with two or more jobs, less quiet groups: from the memo while the
-    node's view is the same object and the history the same version, or changed only in keys
-    its quiet groups do not read (``stale``: the nodes whose do)."""
+    """The GPUs of ``node`` with two or more time-sliced jobs (MIG instances do not slow each
+    other), less quiet groups: from the memo while the node's view is the same object and the
+    history the same version, or changed only in keys its quiet groups do not read
+    (``stale``: the nodes whose do)."""
     hit = memo.nodes.get(node.name) if memo is not None else None
     if hit is not None and hit[0] is node:
         if _still_true(hit, node, ctx.history_version, stale):
             return hit[2]
         shared = hit[3]
     else:
-        shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+        shared = tuple(g for g in node.gpus if len(g.shard_jobs) >= 2 and not g.mig_profiles)
     out = []
     history = ctx.history
     for gpu in shared:
@@ -480,7 +484,7 @@ def _remember(memo: ObserveMemo, node: Node, ctx: Context, to_judge: tuple[Gpu, 
     if hit is not None and hit[0] is node and hit[1] == ctx.history_version and hit[2] == to_judge:
         return
     shared = hit[3] if hit is not None and hit[0] is node else \
-        tuple(g for g in node.gpus if len(g.shard_jobs) >= 2)
+        tuple(g for g in node.gpus if len(g.shard_jobs) >= 2 and not g.mig_profiles)
     memo.nodes[node.name] = (node, ctx.history_version, to_judge, shared)
 
 
@@ -517,7 +521,7 @@ def observe(ctx: Context, s: EacoSettings, policy: str,
                         (jd is not None and _still_judged(jd, gpu, ctx, s, acted)):
                     keep.append(gpu)
                     continue
-            g = _group(node.name, gpu, ctx)
+            g = _group(node.name, gpu, ctx, s)
             if g is None:
                 keep.append(gpu)
                 continue

@@ -55,17 +55,23 @@ def solo_util_pct(app: str, gpus: int) -> float:
     return cls.util_at(gpus) if cls else 0.0
 
 
-def pair_slowdown(app: str, other: str, history: Mapping[str, float]) -> tuple[float, str]:
-    """Slowdown of ``app`` next to ``other`` and where the figure came from."""
+def pair_slowdown(app: str, other: str, history: Mapping[str, float], model: str = "V100",
+                  share_gres: str = "shard") -> tuple[float, str]:
+    """Slowdown of ``app`` next to ``other`` on a GPU of ``model`` shared as ``share_gres``
+    says (``EacoSettings.share_gres``: ``"mps"`` through MPS, else time-sliced) and where the
+    figure came from."""
     seen = history.get(group_key((app, other)))
     if seen is not None:
         return max(1.0, float(seen)), "history"
-    return colocated_slowdown(app, other)[0], "physics"
+    mode = "mps" if share_gres == "mps" else "time-sliced"
+    return colocated_slowdown(app, other, model, mode)[0], "physics"
 
 
 def group_slowdowns(apps: Sequence[str], history: Mapping[str, float],
-                    own: Sequence[float | None] = ()) -> tuple[tuple[float, ...], str]:
-    """Predicted slowdown of each job of a group sharing one GPU, and the source.
+                    own: Sequence[float | None] = (), model: str = "V100",
+                    share_gres: str = "shard") -> tuple[tuple[float, ...], str]:
+    """Predicted slowdown of each job of a group sharing one GPU of ``model`` (shared as
+    ``share_gres`` says: ``pair_slowdown``), and the source.
 
     A history figure for the whole group wins; else each job's slowdown is ``1 +`` the sum of
     its pairwise excess slowdowns (pair history, else physics), as the physics composes groups.
@@ -82,7 +88,7 @@ def group_slowdowns(apps: Sequence[str], history: Mapping[str, float],
         extra = 0.0
         for j, b in enumerate(apps):
             if i != j:
-                s, src = pair_slowdown(a, b, history)
+                s, src = pair_slowdown(a, b, history, model, share_gres)
                 extra += s - 1.0
                 sources.add(src)
         mine = own[i] if i < len(own) else None

@@ -68,13 +68,13 @@ def _group_ok(group: tuple[str, ...], s: EacoSettings, history: Mapping[str, flo
     classes = [known_class(a) for a in group]
     if sum(c.util_at(1) for c in classes) > s.util_threshold_pct:  # type: ignore[union-attr]
         return False
-    slow, _ = group_slowdowns(group, history)
+    slow, _ = group_slowdowns(group, history, model=model, share_gres=s.share_gres)
     if max(slow) > s.max_slowdown:
         return False
     dyn = [c.dynamic_power_at(1, model) for c in classes]  # type: ignore[union-attr]
     for i in range(len(group)):      # every member, joining the others, must be worth it
         rest = group[:i] + group[i + 1:]
-        old, _ = group_slowdowns(rest, history)
+        old, _ = group_slowdowns(rest, history, model=model, share_gres=s.share_gres)
         gain = objective([(dyn[:i] + dyn[i + 1:], old, slow[:i] + slow[i + 1:])], dyn[i],
                          slow[i], static_w, s.alpha, model)
         if gain.cost >= 1.0:
