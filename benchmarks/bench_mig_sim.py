@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from slurm_plugin.config import load as load_config  # noqa: E402
+from slurm_plugin.config import load as load_config, policy_settings  # noqa: E402
 from slurm_plugin.errors import ConfigError, InputError  # noqa: E402
 from slurm_plugin.physics.classes import class_mix  # noqa: E402
 from slurm_plugin.physics.mig import supports_mig  # noqa: E402
@@ -68,7 +68,8 @@ def one(trace: Path, model: str, nodes: int, gpn: int, policy: str, modes: tuple
     t0 = time.perf_counter()
     jobs = load_jobs(inputs)
     carbon = load_carbon(None, inputs.zone, jobs[0].submit_s, default_zone=cfg["carbon.zone"])
-    settings = dict(cfg.section(policy.replace("-", "_")))
+    settings = dict(policy_settings(cfg, policy, allow_share=True,
+                                    shards_per_gpu=inputs.spec.resolved().shards_per_gpu))
     if policy == "eaco":
         settings["share_modes"] = list(modes)
     counted = Counted(get_policy(policy))
@@ -136,7 +137,7 @@ def main() -> int:
           f"{args.class_mix}, site config settings")
     for m in models:
         base = got[(m, BASE, ())]
-        print(f"\n{m}: wattctl simulate --trace {args.trace} --gpu-type {m} --nodes {args.nodes} "
+        print(f"\n{m}: WATTBATCH_POLICY_ALLOW_SHARE=true wattctl simulate --trace {args.trace} --gpu-type {m} --nodes {args.nodes} "
               f"--gpus-per-node {args.gpus_per_node}")
         print(f"  {'policy':26} {'energy kWh':>11} {'vs default':>11} {'avg JCT s':>11} "
               f"{'vs default':>10} {'stretch':>8} {'nodes on':>9} {'MIG jobs':>9} "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from slurm_plugin.config import load as load_config  # noqa: E402
+from slurm_plugin.config import load as load_config, policy_settings  # noqa: E402
 from slurm_plugin.errors import ConfigError  # noqa: E402
 from slurm_plugin.physics.classes import class_mix  # noqa: E402
 from slurm_plugin.policy.registry import builtin_policy_names  # noqa: E402
@@ -58,8 +58,10 @@ def one(trace: Path, spec: ClusterSpec, policy: str, limit: int | None, seed: in
     if policy == ORACLE:
         r = oracle_metrics(jobs, spec.resolved(), carbon, seed, inputs.class_mix)
     else:
-        r = simulate(inputs, policy, settings=dict(cfg.section(policy.replace("-", "_"))),
-                     jobs=jobs, carbon=carbon)
+        # as wattctl simulate builds them, for a site that shares by default
+        settings = policy_settings(cfg, policy, allow_share=True,
+                                   shards_per_gpu=spec.resolved().shards_per_gpu)
+        r = simulate(inputs, policy, settings=settings, jobs=jobs, carbon=carbon)
     wall = time.perf_counter() - t0
     return {"energy_kwh": r["energy_kwh"], "avg_jct_s": r["avg_jct_s"],
             "p50_jct_s": r["p50_jct_s"], "jobs": r["jobs"], "finished": r["jobs_finished"],
@@ -78,7 +80,7 @@ def _cluster(label: str, spec: ClusterSpec, policies: list[str], got: dict, trac
     gt = spec.gpu_type if spec.groups else f"{spec.gpu_type} --nodes {spec.nodes}"
     out = [f"cluster {label}: {spec.nodes} nodes x {spec.gpus_per_node} GPUs"
            + (f" ({', '.join(f'{n} {m}' for m, n in spec.groups)})" if spec.groups else ""),
-           f"  = wattctl simulate --trace {trace} --gpu-type {gt} --gpus-per-node "
+           f"  = WATTBATCH_POLICY_ALLOW_SHARE=true wattctl simulate --trace {trace} --gpu-type {gt} --gpus-per-node "
            f"{spec.gpus_per_node}" + (f" --limit-jobs {limit}" if limit else "")
            + f" --compare {','.join(policies)}",
            f"  {'policy':16} {'energy kWh':>12} {'energy vs default':>18} {'avg JCT s':>12} "

@@ -104,6 +104,7 @@ def _int(lo: int | None = None, hi: int | None = None) -> Key:
 SCHEMA: dict[str, Key] = {
     "cluster.name": Key(str),
     "policy.name": Key(str),
+    "policy.stages": Key(list),
     "policy.allow_share": Key(bool),
     "policy.fail_open": Key(bool),
     "slurm.bin_dir": Key(str),
@@ -234,6 +235,12 @@ def _coerce_list(source: str, key: str, raw: Any, spec: Key) -> list[str]:
     items = raw.split(",") if isinstance(raw, str) else raw
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise ConfigError(source, key, raw, "expected a list of words")
+    if not spec.choices:                # names checked elsewhere (policy.stages); may be none
+        value = [i.strip() for i in items if i.strip()]
+        for item in value:
+            if value.count(item) > 1:
+                raise ConfigError(source, key, raw, f"{item!r} is named twice; give each once")
+        return value
     value = [i.strip().lower() for i in items]
     choose = f"choose from: {', '.join(map(str, spec.choices))}"
     if not value or not all(value):
@@ -330,9 +337,52 @@ def load(site_file: str | os.PathLike | None = None,
     missing = [k for k in SCHEMA if k not in values]
     if missing:
         raise ConfigError("site/defaults.toml", missing[0], None, "packaged default missing")
-    return SiteConfig(values, sources)
+    cfg = SiteConfig(values, sources)
+    _check_policy(cfg)
+    return cfg
 
 
-def policy_settings(cfg: SiteConfig, policy_name: str) -> Mapping[str, Any]:
-    """What a policy sees as ``Context.settings``: ``[policy]`` keys, then its own section."""
-    return MappingProxyType({**cfg.section("policy"), **cfg.section(policy_name)})
+def site_policy(cfg: SiteConfig) -> tuple[str, str, str]:
+    """(the site's policy name, where it was set, its key): ``policy.stages`` joined by ``+``
+    when it names any (a stack), else ``policy.name``."""
+    if cfg["policy.stages"]:
+        return "+".join(cfg["policy.stages"]), cfg.source("policy.stages"), "policy.stages"
+    return cfg["policy.name"], cfg.source("policy.name"), "policy.name"
+
+
+def _check_policy(cfg: SiteConfig) -> None:
+    """An unknown policy, or names that cannot stack: a ConfigError at load, naming the key."""
+    from .policy.registry import check_stack, policy_names
+    name, source, key = site_policy(cfg)
+    value = cfg[key]
+    if key == "policy.stages" and len(value) == 1:
+        name = value[0]
+    if "+" not in name and name not in policy_names():
+        names = ", ".join(policy_names())
+        fix = (f"set {source} to one of: {names}, or unset it" if source.startswith("$") else
+               f"set {key} in {source} to one of: {names}")
+        raise ConfigError(source, key, value, f"unknown policy; {fix}")
+    try:
+        check_stack(name, source, key)
+    except ConfigError as exc:          # the value as the site wrote it
+        raise ConfigError(source, key, value, exc.fix) from None
+
+
+# the site's sharing facts every policy's settings carry (``policy.base.SITE_KEYS``)
+SHARE_FACTS = ("share_gres", "shards_per_gpu", "typed_gpus")
+
+
+def policy_settings(cfg: SiteConfig, policy_name: str,
+                    **overrides: Any) -> Mapping[str, Any]:
+    """What a policy sees as ``Context.settings``, the same for the wrapper, the reconciler and
+    the simulator: the ``[policy]`` keys, the site's sharing facts (``slurm.share_gres``,
+    ``shards_per_gpu``, ``typed_gpus``), then its own section, then ``overrides`` (what the
+    caller's own setting fixes: the simulated cluster's shards per GPU, a period budget).
+    A stack (``pal+eaco``) gets each stage policy's own under ``stage_settings``."""
+    names = [n.strip() for n in policy_name.split("+")]
+    if len(names) > 1:
+        stage = {n: policy_settings(cfg, n, **overrides) for n in names}
+        return MappingProxyType({**cfg.section("policy"), "stage_settings": stage})
+    facts = {k: cfg[f"slurm.{k}"] for k in SHARE_FACTS}
+    own = cfg.section(policy_name.replace("-", "_"))
+    return MappingProxyType({**cfg.section("policy"), **facts, **own, **overrides})

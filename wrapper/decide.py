@@ -170,35 +170,27 @@ def _check_elastic_range(lo: int, hi: int, cluster_gpus: int) -> None:
 
 
 def _policy(name: str, wb: WbSettings, cfg: Any) -> Any:
-    """The policy named by ``--wb-policy`` (the user's error if unknown) or ``policy.name``.
+    """The policy (or stack, ``pal+eaco``) named by ``--wb-policy`` (the user's error if
+    unknown) or the site's (``policy.stages``, else ``policy.name``; checked at config load).
 
     An unknown name says where it was set, the names known and how to fix it: a
     :class:`WbOptionError` for ``--wb-policy`` (the caller puts where it was set in front), a
-    :class:`ConfigError` for the site's ``policy.name``."""
-    known = policy_names()
-    if name in known:
-        return get_policy(name)
-    names = ", ".join(known)
-    if wb.policy:
+    :class:`ConfigError` for the site's."""
+    if not wb.policy:
+        _, where, key = config.site_policy(cfg)
+        return get_policy(name, source=where, key=key)
+    try:
+        return get_policy(name, source="--wb-policy", key="policy")
+    except ConfigError as exc:
+        names = ", ".join(policy_names())
         where = wb.sources.get("policy", "command line")
-        fix = (f"choose one of: {names}, or leave --wb-policy out for the site's policy"
-               if where == "command line" else
+        fix = (f"choose one of: {names} (or several joined by +), or leave --wb-policy out "
+               "for the site's policy" if where == "command line" else
                f"set {where} to one of: {names}, or unset it" if where.startswith("$") else
                f"change that #WATTBATCH policy= setting to one of: {names}, or remove it")
-        raise WbOptionError(f"--wb-policy={name!r}: unknown policy; {fix}", key="policy")
-    where = cfg.source("policy.name")
-    fix = (f"set {where} to one of: {names}, or unset it" if where.startswith("$") else
-           f"set policy.name in {where} to one of: {names}")
-    raise ConfigError(where, "policy.name", name, f"unknown policy; {fix}")
-
-
-def _settings(cfg: Any, name: str) -> dict[str, Any]:
-    """The policy's own config section plus the site's sharing facts."""
-    settings = dict(cfg.section(name.replace("-", "_")))
-    settings.setdefault("allow_share", cfg["policy.allow_share"])
-    for key in ("share_gres", "shards_per_gpu", "typed_gpus"):
-        settings.setdefault(key, cfg[f"slurm.{key}"])
-    return settings
+        reason = "unknown policy" if exc.fix.startswith("choose") else \
+            exc.fix.split("; choose")[0]
+        raise WbOptionError(f"--wb-policy={name!r}: {reason}; {fix}", key="policy") from None
 
 
 def decide(cmd: CommandLine, header: ScriptHeader, text: str, wb: WbSettings,
@@ -213,7 +205,7 @@ def decide(cmd: CommandLine, header: ScriptHeader, text: str, wb: WbSettings,
 
 def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbSettings,
             environ: Mapping[str, str], providers: Any, now_s: float) -> Outcome:
-    name = wb.policy or cfg["policy.name"]
+    name = wb.policy or config.site_policy(cfg)[0]
     view = merge(cmd.uses, header.uses, environ)
     out = Outcome(cfg=cfg, policy=name, original=text, script=text, wrap=view.has("wrap"))
     try:
@@ -230,7 +222,7 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
     cluster = _Lazy(lambda: providers.snapshot(cfg))
     carbon = bool(getattr(policy, "reads_carbon", False))
     readings = _Lazy(lambda: providers.readings(cfg, cluster, now_s, carbon))
-    settings = _settings(cfg, name)
+    settings = config.policy_settings(cfg, name)
     wanted = policy.prefetch(request, settings) if hasattr(policy, "prefetch") else ()
     if "cluster" in wanted or "readings" in wanted:     # the readings ask for running jobs
         cluster.start()

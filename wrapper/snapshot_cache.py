@@ -242,8 +242,8 @@ class CachedProviders:
         o = self.outcome
         if o is None or o.request is None:
             return None
-        from .decide import _settings
-        return o.policy, dict(_settings(self.cfg, o.policy)), o.request, \
+        from slurm_plugin.config import policy_settings
+        return o.policy, dict(policy_settings(self.cfg, o.policy)), o.request, \
             self.cfg["reconcile.state_dir"]
 
 

@@ -31,9 +31,10 @@ def _record_actions(cfg, actions: list, warnings: list) -> None:
 def _settings_warnings(cfg, policy_name: str, settings) -> list[str]:
     """What the policy refuses at submit time in its site settings, as the pass's warnings
     (wattbatch warns at each submission; a pass that reads none of it would stay silent): the
-    ``pal`` profile must be readable."""
-    if policy_name != "pal":
+    ``pal`` profile must be readable (pal alone or in a stack)."""
+    if "pal" not in policy_name.split("+"):
         return []
+    settings = (settings.get("stage_settings") or {}).get("pal", settings)
     from ..errors import ConfigError, WattError
     from ..policy.pal.predict import profile_of
     from ..policy.pal.settings import parse_settings
@@ -68,10 +69,10 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     from ..errors import StateError
 
     cfg = site_config.load()
-    name = policy_name or cfg["policy.name"]
-    policy = get_policy(name, source=cfg.source("policy.name") if policy_name is None
-                        else "wattctl reconcile", key="policy.name" if policy_name is None
-                        else "--policy")
+    site_name, where, key = site_config.site_policy(cfg)
+    name = policy_name or site_name
+    policy = get_policy(name, source=where if policy_name is None else "wattctl reconcile",
+                        key=key if policy_name is None else "--policy")
     state = Path(state_dir or cfg["reconcile.state_dir"])
     if dry_run and not state.is_dir():
         given = f"--state-dir {state}" if state_dir else \
@@ -80,7 +81,7 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
                          f"the path, or create it (mkdir -p {state}), or run one pass without "
                          "--dry-run")
     holder: dict = {}
-    settings = site_config.policy_settings(cfg, policy.name)
+    settings = site_config.policy_settings(cfg, name)
 
     def snap():
         cluster = live.snapshot(cfg)
@@ -103,7 +104,7 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
         completing_wait_s=cfg["reconcile.completing_wait_s"],
     )
     if result.ran:
-        result.warnings.extend(_settings_warnings(cfg, policy.name, settings))
+        result.warnings.extend(_settings_warnings(cfg, name, settings))
     data = {"policy": policy.name, "state_dir": str(state), **result.as_dict()}
     if result.ran and result.outcomes and not dry_run:
         _record_actions(cfg, data["actions"], result.warnings)

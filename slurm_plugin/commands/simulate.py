@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..config import load as load_config
+from ..config import load as load_config, policy_settings
 from ..errors import ConfigError, InputError
 from ..physics.classes import class_mix
 from ..sim.carbon import load_carbon
@@ -55,6 +55,31 @@ def table(results: list[dict[str, Any]]) -> str:
     lines += [name.ljust(26) + "".join(c.rjust(w) for c, w in zip(cells, widths))
               for name, cells in rows]
     return "\n".join(lines)
+
+
+def _settings(cfg, name: str, spec: ClusterSpec, budget: dict | None) -> dict[str, Any]:
+    """The policy's settings as the wrapper and the reconciler build them (``policy_settings``),
+    with the simulated cluster's shards per GPU, and a period budget for the policies that
+    plan to one (in a stack, theirs only)."""
+    settings = dict(policy_settings(cfg, name, shards_per_gpu=spec.resolved().shards_per_gpu))
+    if budget is None:
+        return settings
+    if "stage_settings" not in settings:
+        return {**settings, **budget}
+    settings["stage_settings"] = {
+        n: {**s, **budget} if getattr(get_policy(n), "reads_budget", False) else s
+        for n, s in settings["stage_settings"].items()}
+    return settings
+
+
+def _say_sharing_off(cfg, name: str) -> None:
+    """eaco shares only jobs that ask to when the site's ``policy.allow_share`` is false; a
+    trace's jobs ask nothing: say so once, as the live wrapper would behave."""
+    if "eaco" in name.split("+") and not cfg["policy.allow_share"]:
+        click.echo(f"warning: {name}: policy.allow_share = false ({cfg.source('policy.allow_share')})"
+                   ": the trace's jobs do not ask to share, so eaco shares no GPU, as it would "
+                   "live; set policy.allow_share = true (or WATTBATCH_POLICY_ALLOW_SHARE=true) "
+                   "to simulate a site that shares by default", err=True)
 
 
 def _sacct_jobs(source: str, spec: ClusterSpec, limit_jobs: int | None):
@@ -249,6 +274,7 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
     cfg = load_config()
     for name in names:
         get_policy(name, "--policy" if policy else "--compare")
+        _say_sharing_off(cfg, name)
     inputs = Inputs(trace=trace or default_trace(), trace_format=trace_format, spec=spec,
                     zone=zone or ("" if carbon_file is not None else cfg["carbon.zone"]),
                     carbon=carbon_file,
@@ -288,9 +314,8 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                 series.append((row["time_s"], row["power_w"]))
         want = writer is not None or plot_file is not None
         try:
-            settings = dict(cfg.section(name.replace("-", "_")))
-            if budget_kg is not None:
-                settings.update(period_budget(jobs, budget_kg))
+            settings = _settings(cfg, name, spec, period_budget(jobs, budget_kg)
+                                 if budget_kg is not None else None)
             r = run_one(inputs, name, settings=settings, jobs=jobs,
                         carbon=carbon, timeline=record if want else None,
                         progress=_progress_bar())

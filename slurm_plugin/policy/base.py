@@ -8,8 +8,8 @@ from ..record import field, record
 # What every policy's settings carry beside its own section: the ``[policy]`` keys
 # (``config.policy_settings``) and the site's sharing facts (the wrapper's settings). A policy
 # whose own keys are checked strictly passes over these.
-SITE_KEYS = frozenset({"name", "allow_share", "fail_open", "share_gres", "shards_per_gpu",
-                       "typed_gpus"})
+SITE_KEYS = frozenset({"name", "stages", "allow_share", "fail_open", "share_gres",
+                       "shards_per_gpu", "typed_gpus"})
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:

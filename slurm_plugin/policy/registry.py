@@ -32,11 +32,53 @@ _POLICIES: dict[str, str | Callable[[], Policy]] = {
     "ones": "ones.decide:Ones",
     "tiresias": "tiresias.decide:Tiresias",
 }
+# The kinds of stage each policy offers in a stack (``stages.py``), kept here so that a site's
+# stack is checked at config load without importing the policies
+_KINDS: dict[str, tuple[str, ...]] = {
+    "slurm-default": (), "baseline": (), "slurm-powersave": (),
+    "fifo-packed": ("sharing", "placement"),
+    "gandiva": ("sharing", "placement"),
+    "oracle-bound": ("timing",),
+    "eaco": ("sharing", "placement"),
+    "carbon-threshold": ("timing",),
+    "greenflow": ("sizing", "timing", "placement"),
+    "elastic": ("sizing",),
+    "elastic-restart": ("sizing",),
+    "pal": ("placement",),
+    "packed-sticky": ("placement",),
+    "ones": ("sizing",),
+    "tiresias": ("timing",),
+}
 
 
-def register(name: str, factory: Callable[[], Policy]) -> None:
-    """Add a policy (a site's own, or a test's)."""
+def register(name: str, factory: Callable[[], Policy], kinds: tuple[str, ...] = ()) -> None:
+    """Add a policy (a site's own, or a test's), offering the stage ``kinds`` in a stack."""
     _POLICIES[name] = factory
+    _KINDS[name] = tuple(kinds)
+
+
+def stage_kinds(name: str) -> tuple[str, ...]:
+    """The kinds of stage policy ``name`` offers in a stack."""
+    return _KINDS.get(name, ())
+
+
+def check_stack(name: str, source: str = "policy name", key: str = "policy"
+                ) -> dict[str, str] | None:
+    """For a stack name (``pal+eaco``): kind -> the policy that runs it; None for one policy
+    name (known or not: ``get_policy`` says). A ConfigError naming ``source``, ``key`` and
+    the value for an unknown name in it, or names that cannot stack (``stages.plan``)."""
+    from .stages import StackError, plan, split
+    names = split(name)
+    if len(names) == 1:
+        return None
+    unknown = [n for n in names if n not in _POLICIES]
+    if unknown:
+        raise ConfigError(source, key, name, f"unknown policy {', '.join(map(repr, unknown))}; "
+                          f"choose from: {', '.join(policy_names())}")
+    try:
+        return plan(names, {n: _KINDS.get(n, ()) for n in names})
+    except StackError as exc:
+        raise ConfigError(source, key, name, f"cannot stack: {exc}") from None
 
 
 def policy_names() -> list[str]:
@@ -51,6 +93,12 @@ def builtin_policy_names() -> list[str]:
 def get_policy(name: str, source: str = "policy name", key: str = "policy") -> Policy:
     """The policy named ``name``; an unknown one is a ConfigError naming ``source`` (where the
     name came from) and ``key`` (the setting or option that gave it)."""
+    kinds = check_stack(name, source, key)
+    if kinds is not None:
+        from .stages import Stack, split
+        names = split(name)
+        return Stack(name, {n: get_policy(n, source, key) for n in names}, kinds,
+                     {n: _KINDS.get(n, ()) for n in names})
     entry = _POLICIES.get(name)
     if entry is None:
         raise ConfigError(source, key, name, f"choose one of: {', '.join(policy_names())}")

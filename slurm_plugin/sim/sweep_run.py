@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import proc
-from ..config import load as load_config
+from ..config import load as load_config, policy_settings
 from ..errors import CommandError, InputError
 from ..physics.classes import class_mix
 from .carbon import load_carbon
@@ -43,8 +43,8 @@ def run_cell(sweep: Sweep, index: int) -> Path:
     cfg = load_config()
     jobs = load_jobs(inputs)
     carbon = load_carbon(None, cell.zone, jobs[0].submit_s)
-    result = simulate(inputs, cell.policy, settings=cfg.section(cell.policy.replace("-", "_")),
-                      jobs=jobs, carbon=carbon)
+    settings = policy_settings(cfg, cell.policy, shards_per_gpu=spec.resolved().shards_per_gpu)
+    result = simulate(inputs, cell.policy, settings=settings, jobs=jobs, carbon=carbon)
     limit = int(cfg.section("eaco").get("max_jobs_per_gpu", 4))
     for name, bound in (("energy_over_oracle", None), ("energy_over_shared_oracle", limit)):
         ref = oracle_metrics(jobs, spec.resolved(), carbon, cell.seed, mix, bound)["energy_kwh"]

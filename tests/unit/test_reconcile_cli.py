@@ -63,6 +63,8 @@ def test_an_unknown_site_policy_names_the_key_policy_name(site):
     p = site('[policy]\nname = "nosuch"\n')
     r = CliRunner().invoke(wattctl, ["reconcile", "--dry-run"])
     assert isinstance(r.exception, ConfigError)
-    assert f"{p}: policy.name = 'nosuch': choose one of: " in str(r.exception)
+    assert f"{p}: policy.name = 'nosuch': unknown policy; set policy.name in {p} to one of: " \
+        in str(r.exception)
+    site("")
     r = CliRunner().invoke(wattctl, ["reconcile", "--dry-run", "--policy", "nosuch"])
     assert "--policy = 'nosuch': choose one of: " in str(r.exception)

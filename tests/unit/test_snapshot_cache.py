@@ -195,12 +195,12 @@ def test_the_server_makes_the_last_decision_again_to_warm_the_policy(tmp_path):
     every forked call finds them."""
     from slurm_plugin.policy.eaco import shards as eaco_shards
     cfg = _cfg(5)
-    from wrapper.decide import _settings
+    from slurm_plugin.config import policy_settings
     request = JobRequest(name="j", user="u", gpus=1, app="resnet18", allow_share=True)
     gpus = tuple(Gpu(node="n1", index=i, gres_type=f"g{i}", shards_total=12,
                      memory_mib=40960) for i in range(4))
     cluster = Cluster(nodes=(Node(name="n1", gpus=gpus),))
-    replay = ("eaco", dict(_settings(cfg, "eaco")), request, str(tmp_path))
+    replay = ("eaco", dict(policy_settings(cfg, "eaco")), request, str(tmp_path))
     eaco_shards._weights.cache_clear()
     sc.warm(pickle.dumps((cluster, Readings(), replay)))
     assert eaco_shards._weights.cache_info().currsize == 1

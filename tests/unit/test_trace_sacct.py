@@ -120,7 +120,7 @@ def test_simulate_from_sacct_stdin_reports_skipped(golden_dir, utc):
                                       "--nodes", "4", "--gpus-per-node", "4", "--json"],
                            input=text)
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)
     assert [x["policy"] for x in out] == ["slurm-default", "eaco"]
     assert all(x["jobs"] == 4 and x["jobs_finished"] == 4 for x in out)
     assert out[0]["sacct"]["skipped"]["cancelled_before_start"] == 2

@@ -401,7 +401,7 @@ def test_an_unknown_policy_on_the_command_line_says_how_to_fix_it(fake):
     rc, out, err, sent, _ = _run(fake, ["--wb-policy=nosuch", "job.sh"])
     assert (rc, out, sent) == (255, "", None)
     assert err == (f"wattbatch: command line: --wb-policy='nosuch': unknown policy; choose one "
-                   f"of: {NAMES}, or leave --wb-policy out for the site's policy\n")
+                   f"of: {NAMES} (or several joined by +), or leave --wb-policy out for the site's policy\n")
 
 
 @pytest.mark.parametrize("argv, env, script_line, named", [

@@ -35,66 +35,15 @@ from itertools import islice
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ...record import replace
 from ..base import Context, plain_placement
-from ..model_groups import largest_model_gpus
 from ..queue import AGE_CHECKS, age_tiers, id_order, queue_tier, tiered_pending
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
-from .track import Tracker, elastic_range, node_facts, stop_marks
+from ..free_gpus import free_map, geometry
+from .track import Tracker, elastic_range, stop_marks
 
 NAME = "elastic"
 ADMIT_LOOKAHEAD = 64     # pending jobs looked at per pass
-
-# the node views of the last call: (node views tuple, GPUs per node, the most GPUs of one model:
-# the most one job can hold, free GPUs per available node); a new tuple is compared node by
-# node with the last one (the simulator hands in the same view object for a node that did not
-# change)
-_NODES: list = [None, 8, 0, {}]
-
-
-def _nodes_state(cluster: Cluster) -> list:
-    c = _NODES
-    nodes = cluster.nodes
-    old = c[0]
-    if old is nodes:
-        return c
-    free = c[3]
-    if old is not None and len(old) == len(nodes):
-        for a, b in zip(old, nodes):
-            if a is b:
-                continue
-            if a.name != b.name or len(a.gpus) != len(b.gpus):
-                break
-            f, _, avail = node_facts(b)
-            if avail != (a.name in free):
-                break       # availability changed: the map's order is rebuilt
-            if avail:
-                free[a.name] = f
-        else:
-            c[0] = nodes
-            return c
-    out = {}
-    for n in nodes:
-        f, _, avail = node_facts(n)
-        if avail:
-            out[n.name] = f
-    c[0], c[3] = nodes, out
-    c[1] = max((len(n.gpus) for n in nodes), default=8)
-    c[2] = largest_model_gpus(cluster)     # a job runs on one GPU model
-    return c
-
-
-def _geometry(cluster: Cluster) -> tuple[int, int]:
-    """(GPUs per node, the most GPUs one job can hold: of one model), computed once per
-    node-views tuple."""
-    c = _nodes_state(cluster)
-    return c[1], c[2]
-
-
-def _free_map(cluster: Cluster) -> dict[str, int]:
-    """Free GPUs per available node (a copy: callers plan on it), computed once per
-    node-views tuple."""
-    return dict(_nodes_state(cluster)[3])
 
 
 def run_estimate_s(limit_s: float | None, app: str, lo: int, m: int) -> float | None:
@@ -117,7 +66,7 @@ def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bo
         return plain_placement(name, req, "not elastic: unchanged")
     lo, hi = rng
     cluster = ctx.cluster
-    gpn, cap = _geometry(cluster)
+    gpn, cap = geometry(cluster)
     want = max(lo, min(req.total_gpus, hi))
     options = list(sizes(lo, min(want, hi), gpn, cap))
     if not options:
@@ -125,7 +74,7 @@ def elastic_placement(name: str, req: JobRequest, ctx: Context, queue_at_min: bo
     choice = options[0] if queue_at_min else options[-1]
     why = "queued: at its minimum" if queue_at_min else "queued: as asked"
     if cluster.pending_at_least(1) == 0:
-        free = _free_map(cluster)
+        free = free_map(cluster)
         if as_asked and lo <= req.total_gpus <= hi \
                 and fits(free, req.gpus, req.num_nodes) is not None:
             return Placement(policy=name, gpus=req.gpus,
@@ -247,8 +196,8 @@ class Elastic:
                 now >= self._aged_s + s.tier_age_s / AGE_CHECKS:
             self._aged_s = now
             aged = _age_tiers(self.name, cluster, now, s, ctx.history)
-        gpn, cap = _geometry(cluster)
-        free = _free_map(cluster)
+        gpn, cap = geometry(cluster)
+        free = free_map(cluster)
         if not any(free.values()) and not cluster.pending_at_least(1):
             return tuple(aged)      # nothing to admit, nothing to grow into: nothing to read
         models, updates = self._track.update(ctx, s, cap)

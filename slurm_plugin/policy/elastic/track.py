@@ -8,40 +8,10 @@ longer) or when it restarts."""
 from __future__ import annotations
 
 from ...model import Job
+from ..free_gpus import gpus_by_node, node_facts
 from .observe import epoch_fraction, usable_rate
 from .predict import JobModel, prior
 from .settings import ElasticSettings
-
-_NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
-
-
-def node_facts(node) -> tuple:
-    """(free GPUs, ids of exclusive jobs, available) of a node view, cached on the view object
-    (the simulator hands in the same object while a node is unchanged)."""
-    c = _NODE_CACHE.get(node.name)
-    if c is not None and c[0] is node:
-        return c[1], c[2], c[3]
-    free = 0
-    ids = []
-    for g in node.gpus:
-        if g.is_free:
-            free += 1
-        elif g.exclusive_job is not None and g.exclusive_job not in ids:
-            ids.append(g.exclusive_job)
-    if len(_NODE_CACHE) > 100_000:
-        _NODE_CACHE.clear()
-    avail = node.available
-    _NODE_CACHE[node.name] = (node, free, tuple(ids), avail)
-    return free, tuple(ids), avail
-
-
-def gpus_by_node(job: Job) -> dict[str, int]:
-    """Node name -> how many of the job's GPUs it holds there."""
-    out: dict[str, int] = {}
-    for u in job.uses:
-        out[u.node] = out.get(u.node, 0) + 1
-    return out
-
 
 def elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
     if lo is None or hi is None:

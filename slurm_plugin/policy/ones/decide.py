@@ -25,9 +25,9 @@ from functools import lru_cache
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context
-from ..elastic.decide import _free_map, _geometry, elastic_placement
+from ..elastic.decide import elastic_placement
 from ..elastic.predict import prior, prior_at, shape, sizes
-from ..elastic.track import gpus_by_node, node_facts
+from ..free_gpus import free_map, geometry, gpus_by_node, node_facts
 from ..queue import first_queued, id_order
 from .evolve import Plan, Room, evolve
 from .observe import fraction_done, run_rate, with_reported_batch
@@ -42,7 +42,7 @@ MAX_GENES = 256     # running jobs in the population at most (half longest, half
 def _free(cluster: Cluster) -> dict[str, int]:
     """Free GPUs per available node, in node order (kept from the last call for the nodes
     whose views did not change)."""
-    return _free_map(cluster)
+    return free_map(cluster)
 
 
 def _running(cluster: Cluster) -> list[Job]:
@@ -209,7 +209,7 @@ class Ones:
         if still_quiet(self._quiet, cluster, ctx.history_version, now):
             return renew(self._quiet, cluster, now, s.hold_s)
         self._quiet = None
-        gpn, cap = _geometry(cluster)
+        gpn, cap = geometry(cluster)
         until = float("inf")        # the next hysteresis end
         waiting = False             # a job whose rate is not measured yet
         progress = ctx.readings.progress

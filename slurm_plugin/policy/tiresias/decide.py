@@ -23,7 +23,7 @@ import heapq
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
 from ..base import Context, plain_placement
-from ..elastic.track import gpus_by_node, node_facts
+from ..free_gpus import gpus_by_node, node_facts
 from ..queue import head_by, id_order
 from .observe import attained, record
 from .settings import parse_settings
