@@ -16,7 +16,7 @@ A stack runs its stages in this order, whatever order the names are written in: 
 (the count decides the run time, the power and where the job fits), timing next (a job that
 starts later is placed by Slurm when it starts: no stage pins it now), then sharing (a job
 that joins a GPU already running another goes where that job is: its node and GPU come with
-the share), placement last (the nodes and GPUs of every job that shares no busy GPU). Each
+the share; an elastic job, resized by requeue onto whole GPUs, shares none), placement last (the nodes and GPUs of every job that shares no busy GPU). Each
 stage sees the request as the stages before it left it (the count sizing chose is the count
 timing prices) and the cluster they leave it (a sharing stage after nothing else sees all
 nodes; a placement stage after a share that pinned a node is skipped). A stage sets only the
@@ -139,11 +139,17 @@ class Stack:
         why: list[str] = []
         predicted: dict[str, float] = {}
         req, cluster = request, ctx.cluster
+        elastic = request.min_gpus is not None and request.max_gpus is not None and \
+            request.max_gpus > request.min_gpus
         for kind, name in self.stages():
             if kind in ("sharing", "placement") and draft.begin_s is not None and \
                     draft.begin_s > ctx.now_s:
                 why.append(f"{kind} ({name}): skipped: the job starts later, where Slurm "
                            "finds room then")
+                continue
+            if kind == "sharing" and elastic:
+                why.append(f"sharing ({name}): skipped: an elastic job ({request.min_gpus}-"
+                           f"{request.max_gpus} GPUs) is resized onto whole GPUs")
                 continue
             if kind == "placement" and draft.nodes:
                 why.append(f"placement ({name}): skipped: the job shares a GPU with jobs on "

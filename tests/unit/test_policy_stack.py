@@ -152,6 +152,14 @@ def test_a_share_with_a_running_job_fixes_where_the_job_goes():
     assert (p.share_mode, p.nodes, p.gpu_indexes) == ("shard", ("n1",), (0,))
 
 
+def test_an_elastic_job_is_not_shared():
+    share = Fake("share", {"share_mode": "shard", "shards": 1})
+    p = _stack(sharing=share, placement=Fake("place", {"nodes": ("n1",)})).advise(
+        JobRequest(gpus=1, min_gpus=1, max_gpus=4), Context(cluster=_cluster(), now_s=NOW))
+    assert (p.share_mode, p.nodes, share.seen) == ("exclusive", ("n1",), [])
+    assert "sharing (share): skipped: an elastic job (1-4 GPUs)" in p.why[0]
+
+
 def test_a_stage_that_raises_leaves_what_the_stages_before_it_decided():
     p = _stack(sizing=Fake("size", {"gpus": 2}), timing=Fake("time", fail=True),
                placement=Fake("place", {"nodes": ("n0",)})).advise(
