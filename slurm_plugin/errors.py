@@ -12,7 +12,10 @@ class ConfigError(WattError):
 
     def __init__(self, source: str, key: str, value: object, fix: str) -> None:
         self.source, self.key, self.value, self.fix = source, key, value, fix
-        super().__init__(f"config: {source}: {key} = {value!r}: {fix}")
+        shown = repr(value)
+        if len(shown) > 300:            # a table (a profile's factors): its start says enough
+            shown = shown[:300] + "..."
+        super().__init__(f"config: {source}: {key} = {shown}: {fix}")
 
     def __reduce__(self):       # pickled whole, so one raised in a worker process comes back
         return type(self), (self.source, self.key, self.value, self.fix)

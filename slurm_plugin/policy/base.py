@@ -9,7 +9,10 @@ from ..record import field, record
 # (``config.policy_settings``) and the site's sharing facts (the wrapper's settings). A policy
 # whose own keys are checked strictly passes over these.
 SITE_KEYS = frozenset({"name", "stages", "allow_share", "fail_open", "share_gres",
-                       "shards_per_gpu", "typed_gpus"})
+                       "shards_per_gpu", "typed_gpus",
+                       # the simulator's: the variability profile it applies, for a policy
+                       # that plans with one (pal)
+                       "profile_factors"})
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:

@@ -36,6 +36,8 @@ that says so; the submission goes in.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from ..model import Action, Cluster, JobRequest, Placement
 from ..record import replace
 from .base import Context
@@ -110,6 +112,7 @@ class Stack:
         self.policies = policies              # name -> policy
         self.kinds = kinds                    # kind -> policy name (``plan``)
         self.offers = offers                  # name -> the kinds it offers
+        self._merged: tuple = (None, {})      # (the caller's settings, each stage's own)
         stage = [policies[n] for n in dict.fromkeys(kinds.values())]
         self.reads_carbon = any(getattr(p, "reads_carbon", False) for p in stage)
         self.reads_limit_use = any(getattr(p, "reads_limit_use", False) for p in stage)
@@ -122,8 +125,14 @@ class Stack:
         return [(k, self.kinds[k]) for k in KINDS if k in self.kinds]
 
     def _ctx(self, name: str, ctx: Context) -> Context:
-        per = ctx.settings.get("stage_settings") or {}
-        return replace(ctx, settings=per.get(name, {}))
+        """``ctx`` with the stage policy's own settings, over what the caller added beside
+        them (the simulator's ``profile_factors``)."""
+        if self._merged[0] is not ctx.settings:     # one mapping per stage while the
+            per = ctx.settings.get("stage_settings") or {}     # caller's is the same object:
+            shared = {k: v for k, v in ctx.settings.items() if k != "stage_settings"}
+            self._merged = (ctx.settings, {n: MappingProxyType({**shared, **per.get(n, {})})
+                                           for n in self.policies})   # policies cache on it
+        return replace(ctx, settings=self._merged[1][name])
 
     def prefetch(self, request: JobRequest, settings) -> tuple[str, ...]:
         per = settings.get("stage_settings") or {}

@@ -229,3 +229,17 @@ def test_a_registered_policy_offers_the_kinds_it_is_given(monkeypatch):
     register("test-timing", lambda: Fake("test-timing", {"begin_s": NOW + 5}), ("timing",))
     st = get_policy("pal+test-timing")
     assert st.stages() == [("timing", "test-timing"), ("placement", "pal")]
+
+
+def test_the_simulators_profile_reaches_every_stage_and_no_strict_section_refuses_it():
+    """The engine adds ``profile_factors`` beside a policy's settings: pal plans with it in a
+    stack too, and elastic, which reads a strict section, passes over it (it used to refuse
+    it on every call, falling back to Slurm's placement)."""
+    from slurm_plugin.policy.elastic.settings import parse_settings
+    factors = {("n0", 0): (1.0, 1.0, 1.0, 1.0)}
+    cfg = config.load(site_file="/dev/null", environ={})
+    settings = {**config.policy_settings(cfg, "pal+elastic"), "profile_factors": factors}
+    st = get_policy("pal+elastic")
+    assert st._ctx("pal", Context(cluster=_cluster(), settings=settings)).settings[
+        "profile_factors"] is factors
+    parse_settings({**config.policy_settings(cfg, "elastic"), "profile_factors": factors})
