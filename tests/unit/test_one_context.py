@@ -5,7 +5,7 @@ gave them. The simulator's own cluster fixes only its shards per GPU."""
 from __future__ import annotations
 
 import io
-from types import MappingProxyType
+import json
 
 import pytest
 from click.testing import CliRunner
@@ -75,3 +75,50 @@ def test_wrapper_reconciler_and_simulator_build_the_same_settings(site, monkeypa
     assert given, "the simulator was not run"
     assert spy(given[0]) == {**spy(want), "shards_per_gpu": 4}   # the simulated cluster's
     assert spy(want)["allow_share"] is True and spy(want)["shards_per_gpu"] == 8
+
+
+def _golden(golden_dir, release: str) -> Cluster:
+    from slurm_plugin.slurm.snapshot import build_cluster
+    d = golden_dir / "slurm" / release
+    return build_cluster(json.loads((d / "nodes.json").read_text()),
+                         json.loads((d / "squeue.json").read_text()), "wattbatch", 1000.0)
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
+@pytest.mark.parametrize("name", ["eaco", "pal+eaco+greenflow+elastic"])
+def test_the_wrapper_decides_as_the_policy_does_on_a_recorded_snapshot(site, golden_dir,
+                                                                         release, name):
+    """The wrapper's decision for a job on a recorded snapshot of each release is the policy's
+    own, given the settings the one builder makes (what the reconciler and the simulator hand
+    it too)."""
+    from slurm_plugin.history import read_view
+    from slurm_plugin.policy.base import Context
+    from wrapper.request import build_request
+    from wrapper.sbatch_args import parse_command_line, parse_script
+    from wrapper.request import merge
+    from wrapper.wb_options import resolve, takes_value
+
+    cluster = _golden(golden_dir, release)
+    argv = [f"--wb-policy={name}", "--wb-app=resnet18", "--wb-share", "--wb-explain",
+            "--wb-dry-run", "-t", "60", "job.sh"]
+    out, err = io.StringIO(), io.StringIO()
+    run(argv, Io({"WATTBATCH_SITE_CONFIG": str(site), "WATTBATCH_SERVER": "0"},
+                 io.BytesIO(b""), out, err),
+        Providers(snapshot=lambda cfg: cluster, readings=lambda cfg, c, now, carbon: Readings()),
+        now_s=1000.0)
+    said = [ln.removeprefix("# ").removeprefix("wattbatch: ").removeprefix("explain: ").strip()
+            for ln in (out.getvalue() + err.getvalue()).splitlines()]
+
+    cfg = config.load()
+    cmd = parse_command_line(argv, takes_value)
+    script = (site.parent / "job.sh").read_text()
+    header = parse_script(script)
+    view = merge(cmd.uses, header.uses, {})
+    wb = resolve(cmd.wb_words, header.wb_lines, {})
+    request = build_request(view, wb, script="job.sh", now_s=1000.0, environ={})
+    placement = registry.get_policy(name).advise(request, Context(
+        cluster=cluster, readings=Readings(), now_s=1000.0,
+        settings=config.policy_settings(cfg, name),
+        history=read_view(cfg["reconcile.state_dir"])))
+    assert placement.why and all(w in said for w in placement.why), (placement.why, said)
+    assert f"policy {name}" in said
