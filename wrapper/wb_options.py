@@ -135,7 +135,8 @@ WB_OPTIONS: tuple[WbOpt, ...] = (
     WbOpt("no-share", "share", "never share a GPU with this job", flag_value=False),
     WbOpt("opt-out", "opt_out", f"refuse policy actions: comma list of {', '.join(ACTIONS)}, all",
           _opt_out),
-    WbOpt("policy", "policy", "advise this job with policy NAME (see `wattctl policies`)", _name),
+    WbOpt("policy", "policy", "advise this job with policy NAME, or a stack of them joined by + "
+          "(see `wattctl policies`)", _name),
     WbOpt("app", "app", "workload class of the job (e.g. resnet18; see the classes in docs/physics.md), used for predictions", _name),
     WbOpt("elastic", "elastic", "the job runs on MIN-MAX GPUs and checkpoints on SIGTERM/USR1",
           _elastic),
