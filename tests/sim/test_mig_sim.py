@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from recorder import Recorder
 
 from slurm_plugin.model import Placement
 from slurm_plugin.physics.mig import layout_valid, mig_gpu_power_w, mig_profile, mig_rate
@@ -23,23 +24,6 @@ from slurm_plugin.sim.trace import read_trace
 
 T0 = 1_700_000_000
 APPS = ("aps", "transformer", "vgg16", "wavenet", "alexnet", "resnet18", "lstm")
-
-
-class Recorder:
-    """EaCO, its placements kept."""
-
-    def __init__(self, policy) -> None:
-        self.policy, self.name = policy, policy.name
-        self.slurm_settings = policy.slurm_settings
-        self.placements: list[Placement] = []
-
-    def advise(self, request, ctx):
-        pl = self.policy.advise(request, ctx)
-        self.placements.append(pl)
-        return pl
-
-    def reconcile(self, ctx):
-        return self.policy.reconcile(ctx)
 
 
 class Checked(Simulator):

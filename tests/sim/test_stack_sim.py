@@ -8,9 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
+from recorder import Recorder
 
 from slurm_plugin import config
-from slurm_plugin.model import Placement
 from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
@@ -20,21 +20,6 @@ from slurm_plugin.sim.trace import read_trace
 T0 = 1_700_000_000
 APPS = ("alexnet", "resnet18", "vgg16", "lstm", "transformer")
 STACK = "pal+eaco+greenflow+elastic"
-
-
-class Recorder:
-    def __init__(self, policy) -> None:
-        self.policy, self.name = policy, policy.name
-        self.slurm_settings = getattr(policy, "slurm_settings", {})
-        self.placements: list[Placement] = []
-
-    def advise(self, request, ctx):
-        pl = self.policy.advise(request, ctx)
-        self.placements.append(pl)
-        return pl
-
-    def reconcile(self, ctx):
-        return self.policy.reconcile(ctx)
 
 
 def _trace(path: Path, jobs: int, seed: int) -> list:
