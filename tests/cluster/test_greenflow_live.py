@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from carbon_seed import overspent, series as _series
 from cluster_waits import wait_job
 
 from slurm_plugin.history import FILE_NAME, History
@@ -35,28 +36,11 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 
 
-def _series(path: Path, now_s: float, low_at_h: int) -> float:
-    """Hourly intensity, 400 g/kWh but 100 at ``low_at_h`` hours ahead; that hour's time."""
-    base = (now_s // HOUR_S) * HOUR_S
-    rows = ["Time,Carbon Intensity"]
-    for k in range(-3, 13):
-        t = base + k * HOUR_S
-        value = 100.0 if k == low_at_h else 400.0
-        rows.append(f"{datetime.fromtimestamp(t, timezone.utc):%Y-%m-%d %H:%M:%S},{value}")
-    path.write_text("\n".join(rows) + "\n")
-    return base + low_at_h * HOUR_S
-
-
 @pytest.fixture()
 def env(localcluster, tmp_path) -> dict[str, str]:
     state = tmp_path / "reconcile"
     state.mkdir()
-    now = time.time()
-    seed = History(state / FILE_NAME)
-    for key, value in ((LAST_S, now - 2 * HOUR_S), (SPENT_G, 1e6),       # far over budget
-                       (PERIOD_START_S, (now // 86400) * 86400), (WEIGHT, 1.0)):
-        seed.add(key, value)
-    seed.save()
+    overspent(state, time.time())
     return {**localcluster.env, "WATTBATCH_RECONCILE_STATE_DIR": str(state),
             "WATTBATCH_CARBON_FILE": str(tmp_path / "carbon.csv"),
             "WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY": "1", "WATTBATCH_SERVER": "0"}

@@ -14,18 +14,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from carbon_seed import HOUR_S, overspent, series
 from cluster_waits import wait_job
 
-from slurm_plugin.history import FILE_NAME, History
-from slurm_plugin.policy.greenflow.observe import LAST_S, PERIOD_START_S, SPENT_G, WEIGHT
 from slurm_plugin.proc import run
 
 pytestmark = pytest.mark.cluster
-HOUR_S = 3600.0
 TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
 
 
@@ -33,17 +30,8 @@ TRAIN = f"{sys.executable} -m slurm_plugin.emulated_train"
 def env(localcluster, tmp_path) -> dict[str, str]:
     state = tmp_path / "reconcile"
     state.mkdir()
-    now = time.time()
-    seed = History(state / FILE_NAME)
-    for key, value in ((LAST_S, now - 2 * HOUR_S), (SPENT_G, 1e6),       # far over budget
-                       (PERIOD_START_S, (now // 86400) * 86400), (WEIGHT, 1.0)):
-        seed.add(key, value)
-    seed.save()
-    base = (now // HOUR_S) * HOUR_S
-    rows = ["Time,Carbon Intensity"] + [
-        f"{datetime.fromtimestamp(base + k * HOUR_S, timezone.utc):%Y-%m-%d %H:%M:%S},"
-        f"{100.0 if k == 3 else 400.0}" for k in range(-3, 13)]
-    (tmp_path / "carbon.csv").write_text("\n".join(rows) + "\n")
+    series(tmp_path / "carbon.csv", time.time(), low_at_h=3)
+    overspent(state, time.time())
     return {**localcluster.env, "WATTBATCH_RECONCILE_STATE_DIR": str(state),
             "WATTBATCH_POLICY_STAGES": "pal,eaco,greenflow,elastic",
             "WATTBATCH_POLICY_ALLOW_SHARE": "true",
