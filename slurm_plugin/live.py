@@ -79,7 +79,7 @@ def period_spent(cfg: SiteConfig, client: InfluxClient, now_s: float
     the settings or InfluxDB cannot be read."""
     from .errors import WattError
     from .policy.greenflow.settings import parse_settings
-    from .telemetry.carbon_budget import period_spent_g
+    from .report.carbon_budget import period_spent_g
     try:
         settings = parse_settings(cfg.section("greenflow"))
     except WattError as exc:

@@ -136,7 +136,7 @@ def budget(as_json: bool) -> None:
     """The carbon budget of this period ([greenflow] in the site config) against what jobs
     spent (job_energy), per account; the forecast to the period's end; what greenflow paced
     on at its last pass (carbon owed, weights); the jobs deferred or capped in it."""
-    from ..telemetry.carbon_budget import budget_report
+    from ..report.carbon_budget import budget_report
     r = budget_report(config.load(), time.time())
     if as_json:
         click.echo(json.dumps(r))

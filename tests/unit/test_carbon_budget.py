@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slurm_plugin.telemetry.carbon_budget import rest_of_period_g
+from slurm_plugin.report.carbon_budget import rest_of_period_g
 
 
 def test_power_times_the_intensity_in_force_over_each_stretch():
@@ -24,7 +24,7 @@ def test_no_intensity_known_yet_counts_from_the_first_forecast_point():
 def test_pacing_is_greenflows_last_pass_in_the_period():
     from slurm_plugin.policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S,
                                                        WEIGHT, account_weight_key)
-    from slurm_plugin.telemetry.carbon_budget import pacing
+    from slurm_plugin.report.carbon_budget import pacing
     hist = {LAST_S: 1000.0, PERIOD_START_S: 0.0, OWED_G: 2500.0, WEIGHT: 0.75,
             account_weight_key("physics"): 1.0, LIMIT_USE: 0.4}
     assert pacing(hist, {"physics": 1.0, "bio": 2.0}, 0.0) == {

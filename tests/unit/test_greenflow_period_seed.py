@@ -17,7 +17,7 @@ from slurm_plugin.policy.greenflow.observe import (LAST_S, PERIOD_START_S, SPENT
                                                   account_spent_key, account_weight_key,
                                                   observe)
 from slurm_plugin.policy.greenflow.settings import DAY_S, parse_settings
-from slurm_plugin.telemetry.carbon_budget import budget_report, period_spent_g
+from slurm_plugin.report.carbon_budget import budget_report, period_spent_g
 
 H = 3600.0
 START_S = 20_000 * DAY_S                 # a day's budget period
@@ -174,7 +174,7 @@ def test_readings_carry_the_spend_and_its_warning(monkeypatch):
 
 def test_the_budget_report_and_the_reader_count_the_same_spend(monkeypatch, tmp_path):
     client = Spend(job_energy=energy(physics=300_000.0, bio=100_000.0))
-    from slurm_plugin.telemetry import carbon_budget
+    from slurm_plugin.report import carbon_budget
     monkeypatch.setattr(carbon_budget.InfluxClient, "from_config",
                         staticmethod(lambda _cfg: client))
     cfg = site(WATTBATCH_GREENFLOW_BUDGET_KG_PER_DAY="100",
@@ -189,7 +189,7 @@ def test_the_budget_report_forecasts_no_period_end_from_stale_carbon(monkeypatch
                                                                      ended_h_ago, forecast):
     from datetime import datetime, timezone
 
-    from slurm_plugin.telemetry import carbon_budget
+    from slurm_plugin.report import carbon_budget
     client = Spend(job_energy=energy(physics=1_000.0))
     monkeypatch.setattr(carbon_budget.InfluxClient, "from_config",
                         staticmethod(lambda _cfg: client))

@@ -33,6 +33,19 @@ def test_pure_layers_import_no_adapter(path):
     assert bad == [], f"{path.name} imports {bad}: policies and physics must stay pure"
 
 
+ADAPTERS = ("telemetry", "slurm", "node")
+
+
+@pytest.mark.parametrize("path", [p for a in ADAPTERS for p in sorted((PKG / a).rglob("*.py"))],
+                         ids=lambda p: str(p.relative_to(PKG)))
+def test_no_adapter_imports_a_policy(path):
+    """Adapters are thin: what a policy's own keys mean is read by reports and shells."""
+    bad = [m for m in imported_modules(path)
+           if m.startswith("..policy") or m.startswith("slurm_plugin.policy")
+           or m.startswith("...policy")]
+    assert bad == [], f"{path.relative_to(PKG)} imports {bad}: no adapter imports a policy"
+
+
 def test_checker_catches_a_forbidden_import(tmp_path):
     bad = tmp_path / "x.py"
     bad.write_text("from ..slurm.actions import cancel\n")

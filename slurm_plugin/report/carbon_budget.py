@@ -7,6 +7,9 @@ forecast intensity over the rest of the period (the intensity now where no forec
 it). Jobs deferred or capped: ``reconcile_action`` points of kind ``defer`` or ``power_cap``
 in the period. The budget is GreenFlow's (``[greenflow]`` in the site config).
 
+A report over the telemetry adapter and greenflow's own history keys: it lives here, not in
+``telemetry/``, so that no adapter imports a policy.
+
 Pacing: what the ``greenflow`` policy paced on at its last hourly reconcile pass in the
 period, from the reconciler's history (``reconcile.state_dir``): the carbon owed by the queued
 and running jobs (counted as spent: docs/greenflow.md) at the share of their time limits that
@@ -23,10 +26,10 @@ from ..history import read_view
 from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
                                         account_weight_key)
 from ..policy.greenflow.settings import parse_settings
-from .carbon_forecast import planning_provider
-from .influx import InfluxClient, quote_str
-from .lineproto import time_ns
-from .readers import latest_gpu_readings, read_carbon
+from ..telemetry.carbon_forecast import planning_provider
+from ..telemetry.influx import InfluxClient, quote_str
+from ..telemetry.lineproto import time_ns
+from ..telemetry.readers import latest_gpu_readings, read_carbon
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
