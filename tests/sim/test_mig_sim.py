@@ -5,11 +5,10 @@ every job finishes and the energy integrates."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
-from recorder import Recorder
+from sim_helpers import Recorder, random_trace
 
 from slurm_plugin.model import Placement
 from slurm_plugin.physics.mig import layout_valid, mig_gpu_power_w, mig_profile, mig_rate
@@ -59,15 +58,7 @@ class Checked(Simulator):
 
 
 def _trace(path: Path, jobs: int, seed: int) -> list:
-    rng = random.Random(seed)
-    rows = ["job_id,submit_s,duration_s,num_gpus,user,app"]
-    t = float(T0)
-    for i in range(jobs):
-        t += rng.expovariate(1 / 300)
-        rows.append(f"j{i},{t:.0f},{rng.randint(600, 6 * 3600)},{rng.choice([1, 1, 1, 1, 2])},"
-                    f"u{rng.randint(0, 3)},{rng.choice(APPS)}")
-    path.write_text("\n".join(rows) + "\n")
-    return read_trace(path, "canonical")
+    return random_trace(path, jobs, seed, APPS, gap_s=300, longest_s=6 * 3600)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -4,18 +4,16 @@ the jobs it should (a share, a count, a placement)."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
-from recorder import Recorder
+from sim_helpers import Recorder, random_trace
 
 from slurm_plugin import config
 from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
-from slurm_plugin.sim.trace import read_trace
 
 T0 = 1_700_000_000
 APPS = ("alexnet", "resnet18", "vgg16", "lstm", "transformer")
@@ -23,15 +21,7 @@ STACK = "pal+eaco+greenflow+elastic"
 
 
 def _trace(path: Path, jobs: int, seed: int) -> list:
-    rng = random.Random(seed)
-    rows = ["job_id,submit_s,duration_s,num_gpus,user,app"]
-    t = float(T0)
-    for i in range(jobs):
-        t += rng.expovariate(1 / 400)
-        rows.append(f"j{i},{t:.0f},{rng.randint(600, 4 * 3600)},{rng.choice([1, 1, 1, 2, 4])},"
-                    f"u{rng.randint(0, 3)},{rng.choice(APPS)}")
-    path.write_text("\n".join(rows) + "\n")
-    return read_trace(path, "canonical")
+    return random_trace(path, jobs, seed, APPS, gap_s=400, longest_s=4 * 3600, counts=(1, 1, 1, 2, 4))
 
 
 def _run(tmp_path, name: str, seed: int = 0):
