@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from slurm_plugin.physics.carbon_forecast import (DEFAULT_FORECASTER, FORECASTERS,  # noqa: E402
                                                   HISTORY_DAYS, HourlySeries)
-from slurm_plugin.telemetry.carbon_csv import load  # noqa: E402
+from slurm_plugin.formats.carbon_csv import load  # noqa: E402
 
 from benchmarks._common import input_errors, positive_int  # noqa: E402
 

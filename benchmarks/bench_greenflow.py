@@ -45,7 +45,7 @@ from slurm_plugin.sim.cluster import ClusterSpec  # noqa: E402
 from slurm_plugin.sim.elastic_share import make_elastic  # noqa: E402
 from slurm_plugin.sim.run import Inputs, load_jobs, period_budget, simulate  # noqa: E402
 from slurm_plugin.sim.trace import FORMATS, builtin_trace, read_trace  # noqa: E402
-from slurm_plugin.telemetry.carbon_csv import load as load_carbon_csv  # noqa: E402
+from slurm_plugin.formats.carbon_csv import load as load_carbon_csv  # noqa: E402
 
 from benchmarks._common import (input_dir, input_errors, input_file,  # noqa: E402
                                positive_int, share)

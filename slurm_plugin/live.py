@@ -15,7 +15,7 @@ from .record import replace
 from .model import Cluster, Readings
 from .slurm import actions
 from .slurm.snapshot import snapshot as slurm_snapshot
-from .telemetry.carbon_forecast import planning_provider
+from .telemetry.carbon import planning_provider
 from .telemetry.influx import InfluxClient
 from .telemetry.readers import read_readings
 

@@ -70,7 +70,7 @@ def influx_memory(cfg: Any) -> Any:
 
 
 def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
-    from slurm_plugin.telemetry.carbon_forecast import planning_provider
+    from slurm_plugin.telemetry.carbon import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
     client = InfluxClient.from_config(cfg, influx_memory(cfg))

@@ -10,7 +10,7 @@ import click
 
 from .. import config
 from ..record import asdict
-from ..telemetry import carbon_csv
+from ..formats import carbon_csv
 from ..telemetry.carbon import import_series, summary
 from ..telemetry.influx import InfluxClient
 

@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 
 from ..errors import InputError, TelemetryError
 from ..telemetry.bounds import Rejected, checked
-from ..telemetry.carbon import CarbonProvider, is_stale
+from ..formats.carbon_series import CarbonProvider, is_stale
 from ..telemetry.lineproto import Point
 from .source import GpuSource
 

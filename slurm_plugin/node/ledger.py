@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 from ..model import GpuReading
 from ..physics import idle_power_w, job_class
 from ..errors import ConfigError, InputError
-from ..telemetry.carbon import is_stale
+from ..formats.carbon_series import is_stale
 from .split import SoloRate, split_interval
 
 LEDGER_DIR = "ledger"

@@ -67,7 +67,7 @@ def plain_placement(policy: str, request: JobRequest, why: str) -> Placement:
 def carbon_missing(readings: Readings) -> str:
     """Why a carbon-aware policy falls back to slurm-default: which part of the carbon data is
     missing (live, the forecast is the points stored ahead, else the built-in forecast over
-    the stored history: ``telemetry.carbon_forecast.StoredThenForecast``); where the reader
+    the stored history: ``formats.carbon_forecast.StoredThenForecast``); where the reader
     left the data out (stale: ``carbon.max_age_s``; a bad value), its warning says why."""
     left_out = [w for w in readings.warnings if CARBON_WARNING in w]
     if readings.carbon_g_per_kwh is None and left_out:     # the reader left it out: say why

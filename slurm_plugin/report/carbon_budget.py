@@ -26,7 +26,7 @@ from ..history import read_view
 from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
                                         account_weight_key)
 from ..policy.greenflow.settings import parse_settings
-from ..telemetry.carbon_forecast import planning_provider
+from ..telemetry.carbon import planning_provider
 from ..telemetry.influx import InfluxClient, quote_str
 from ..telemetry.lineproto import time_ns
 from ..telemetry.readers import latest_gpu_readings, read_carbon

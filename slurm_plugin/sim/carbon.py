@@ -1,6 +1,6 @@
 """Carbon intensity for the simulator, aligned to the trace by hour of week.
 
-The series (read by ``telemetry.carbon_csv``) is averaged per hour and cut to whole weeks
+The series (read by ``formats.carbon_csv``) is averaged per hour and cut to whole weeks
 starting at its first Monday 00:00 UTC. Trace time maps to it by hour of week, counted from the
 trace's own first Monday 00:00 UTC at or before its first submission, week after week, wrapping
 around at the series' end. Without ``--carbon`` the built-in slice for the zone is used.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..resources import data_dir
-from ..telemetry.carbon_csv import WEEK_S, Basis, load, zone_matches
+from ..formats.carbon_csv import WEEK_S, Basis, load, zone_matches
 
 _MONDAY0_S = 4 * 86400  # 1970-01-05 00:00 UTC was a Monday
 

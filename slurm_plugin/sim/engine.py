@@ -41,8 +41,8 @@ from ..physics.classes import ClassMix, class_mix as named_mix
 from ..physics.constants import catalogue_entry, gpu_constants
 from ..policy.base import Context, Policy, plain_placement
 from ..record import replace
-from ..telemetry.carbon import CarbonProvider
-from ..telemetry.carbon_forecast import ForecastingCarbon
+from ..formats.carbon_series import CarbonProvider
+from ..formats.carbon_forecast import ForecastingCarbon
 from .carbon import WeekAlignedCarbon
 from .cluster import ClusterSpec
 from .metrics import Metrics

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from ..errors import InputError
-from ..slurm.parse import recorded_app
-from ..slurm.sacct_rows import duration_s
-from ..slurm.sacct_rows import split_row as _split_row
+from ..formats.admin_comment import recorded_app
+from ..formats.sacct_rows import duration_s
+from ..formats.sacct_rows import split_row as _split_row
 from ..physics.classes import class_names
 from .trace import TraceJob
 

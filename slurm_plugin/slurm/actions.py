@@ -13,10 +13,11 @@ from typing import Mapping, NamedTuple, Sequence
 
 from ..config import SiteConfig
 from ..errors import CommandError, InputError
+from ..formats.admin_comment import recorded_nice, with_cap
 from ..model import NICE_STEP
 from .cli import slurm, slurm_json, slurm_release
 from .formats import release_tuple
-from .parse import parse_scontrol_record, recorded_nice, with_cap
+from .parse import parse_scontrol_record
 
 # From this release on, a held job's shard request can be turned into whole GPUs
 # (``TresPerNode=gres:gpu:N``), checked on 24.11.5 and 26.05.5; 22.05 refuses it.

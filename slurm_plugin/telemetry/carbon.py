@@ -1,4 +1,6 @@
-"""Carbon intensity as one provider interface, so InfluxDB and a CSV file stand in for each other.
+"""Carbon intensity in InfluxDB: the provider that reads it, the import of a series, the site's
+provider (a CSV file or InfluxDB) and the one policies plan with. The interface and the
+in-memory provider are ``formats.carbon_series``'s, shared with the simulator.
 
 Stored in InfluxDB as ``carbon_intensity,zone=Z gco2_per_kwh=..[,gco2_per_kwh_direct=..] <t>``.
 ``import_series`` is idempotent by timestamp: it asks which timestamps are already stored and
@@ -8,67 +10,20 @@ and time replaces the stored one, so even a repeated write stores nothing twice)
 
 from __future__ import annotations
 
-import bisect
-
 from ..errors import ConfigError, InputError
+from ..formats.carbon_series import CarbonProvider, SeriesCarbon
 from ..record import record
 from .influx import InfluxClient, quote_str
 from .lineproto import Point, time_ns
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
 if TYPE_CHECKING:
-    from typing import Any, Protocol
+    from typing import Any
 
-    from .carbon_csv import CarbonPoint, CarbonSeries
-else:
-    Protocol = object   # the interface is for type checkers: providers do not inherit it
+    from ..formats.carbon_csv import CarbonPoint, CarbonSeries
+    from ..formats.carbon_forecast import StoredThenForecast
 
 MEASUREMENT = "carbon_intensity"
-
-
-class CarbonProvider(Protocol):
-    """Grid carbon intensity of one zone, in gCO2eq/kWh."""
-
-    zone: str
-
-    def intensity_at(self, t_s: float) -> float | None:
-        """The latest value at or before ``t_s`` (None when there is none)."""
-
-    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
-        """``(time_s, gco2_per_kwh)`` points with ``start_s < time_s <= end_s``, ascending."""
-
-
-def is_stale(carbon: CarbonProvider, t_s: float, max_age_s: float) -> bool:
-    """True when the zone has no stored point within ``max_age_s`` at or before ``t_s`` (0: no
-    limit): the value in force then is too old to stand for ``t_s``, for planning
-    (``readers.read_carbon``) and for a job's CO2 (the collector's ledger, the epilog) alike. A
-    provider that forecasts over stored points (``stored``) is asked of those points."""
-    if max_age_s <= 0:
-        return False
-    stored = getattr(carbon, "stored", carbon)
-    return not stored.forecast(t_s - max_age_s, t_s)
-
-
-class SeriesCarbon:
-    """A provider over points in memory (from a CSV file via ``carbon_csv.load``)."""
-
-    def __init__(self, zone: str, points: tuple[CarbonPoint, ...]) -> None:
-        self.zone = zone
-        self._times = [p.time_s for p in points]
-        self._values = [p.gco2_per_kwh for p in points]
-
-    @classmethod
-    def from_series(cls, series: CarbonSeries, zone: str = "") -> "SeriesCarbon":
-        return cls(zone or series.zone, series.points)
-
-    def intensity_at(self, t_s: float) -> float | None:
-        i = bisect.bisect_right(self._times, t_s)
-        return self._values[i - 1] if i else None
-
-    def forecast(self, start_s: float, end_s: float) -> tuple[tuple[float, float], ...]:
-        lo = bisect.bisect_right(self._times, start_s)
-        hi = bisect.bisect_right(self._times, end_s)
-        return tuple(zip(self._times[lo:hi], self._values[lo:hi], strict=True))
 
 
 class InfluxCarbon:
@@ -142,7 +97,7 @@ def import_series(client: InfluxClient, series: CarbonSeries, zone: str) -> Impo
     """Store a series under ``zone``; ask first what is there, write only what is missing."""
     if not zone:
         raise InputError(f"carbon import: {series.path}: zone is empty; give --zone, e.g. GB")
-    from .carbon_csv import zone_matches
+    from ..formats.carbon_csv import zone_matches
     if not zone_matches(series.zone, zone):
         raise InputError(f"carbon import: {series.path}: the file's Zone Id is {series.zone!r} "
                          f"but --zone is {zone!r}; give --zone {series.zone}")
@@ -203,7 +158,7 @@ def summary(client: InfluxClient, zone: str, now_s: float) -> CarbonSummary:
 def provider_from_config(cfg: Any, client: InfluxClient) -> CarbonProvider:
     """``carbon.file`` set: that CSV file (zone ``carbon.zone``); else InfluxDB."""
     if cfg["carbon.file"]:
-        from .carbon_csv import load as load_csv, zone_matches   # file sites only
+        from ..formats.carbon_csv import load as load_csv, zone_matches   # file sites only
         series = load_csv(cfg["carbon.file"])
         if not zone_matches(series.zone, cfg["carbon.zone"]):
             raise ConfigError("site config", "carbon.file", cfg["carbon.file"],
@@ -212,3 +167,10 @@ def provider_from_config(cfg: Any, client: InfluxClient) -> CarbonProvider:
                               f"give that zone's file")
         return SeriesCarbon.from_series(series, cfg["carbon.zone"])
     return InfluxCarbon(client, cfg["carbon.zone"])
+
+
+def planning_provider(cfg: Any, client: InfluxClient) -> "StoredThenForecast":
+    """The site's carbon provider (``provider_from_config``) as policies plan with it: stored
+    points ahead, then the built-in forecast."""
+    from ..formats.carbon_forecast import StoredThenForecast
+    return StoredThenForecast(provider_from_config(cfg, client))

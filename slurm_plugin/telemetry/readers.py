@@ -18,7 +18,7 @@ TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattb
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, Mapping
 
-    from .carbon import CarbonProvider
+    from ..formats.carbon_series import CarbonProvider
     Verify = Callable[[str, float, Mapping[str, Any]], bool]   # (job id, time, fields) -> signed?
 
 GPU = "gpu"
@@ -153,7 +153,7 @@ def read_carbon(carbon: CarbonProvider, now_s: float, horizon_s: float, max_age_
     """(the intensity now, the forecast points to ``now_s + horizon_s``), each value checked;
     nothing, with one warning, where the newest stored point is older than ``max_age_s``
     (0: no limit)."""
-    from .carbon import is_stale
+    from ..formats.carbon_series import is_stale
     where = f"{CARBON_WARNING}{carbon.zone}"
     now_g = carbon.intensity_at(now_s)
     if now_g is not None and is_stale(carbon, now_s, max_age_s):

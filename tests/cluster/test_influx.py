@@ -28,7 +28,7 @@ from slurm_plugin.node.jobenergy import finish, record_start
 from slurm_plugin.node.ledger import CachedIntensity
 from slurm_plugin.progress import report_progress
 from slurm_plugin.telemetry.carbon import InfluxCarbon, SeriesCarbon
-from slurm_plugin.telemetry.carbon_csv import load
+from slurm_plugin.formats.carbon_csv import load
 from slurm_plugin.telemetry.influx import InfluxClient
 from slurm_plugin.telemetry.lineproto import Point
 from slurm_plugin.telemetry.readers import latest_gpu_readings, latest_progress, read_readings

@@ -21,7 +21,7 @@ from slurm_plugin.physics import max_power_w
 from slurm_plugin.physics.job_cap import capped_job
 from slurm_plugin.proc import run
 from slurm_plugin.slurm.cli import slurm_json
-from slurm_plugin.slurm.parse import recorded_cap
+from slurm_plugin.formats.admin_comment import recorded_cap
 from slurm_plugin.slurm.snapshot import snapshot
 from slurm_plugin.telemetry.influx import InfluxClient
 from slurm_plugin.telemetry.readers import latest_gpu_readings

@@ -98,9 +98,9 @@ def test_stale_carbon_data_is_not_planned_with_and_says_so():
     """The newest stored point older than ``carbon_max_age_s``: no intensity, no forecast (the
     policies fall back to slurm-default), one warning naming the zone, the age and the fix;
     recent data, or no limit, is read as before."""
-    from slurm_plugin.telemetry.carbon import SeriesCarbon
-    from slurm_plugin.telemetry.carbon_csv import CarbonPoint
-    from slurm_plugin.telemetry.carbon_forecast import StoredThenForecast
+    from slurm_plugin.formats.carbon_series import SeriesCarbon
+    from slurm_plugin.formats.carbon_csv import CarbonPoint
+    from slurm_plugin.formats.carbon_forecast import StoredThenForecast
     old = SeriesCarbon("GB", tuple(CarbonPoint(NOW_S - 5 * 86400 - k * 3600, 200.0 + k)
                                    for k in range(24 * 40, -1, -1)))
     for carbon in (old, StoredThenForecast(old)):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from slurm_plugin.errors import InputError
-from slurm_plugin.telemetry.carbon import SeriesCarbon
-from slurm_plugin.telemetry.carbon_csv import load
+from slurm_plugin.formats.carbon_series import SeriesCarbon
+from slurm_plugin.formats.carbon_csv import load
 
 EM_HEADER = ("Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),"
              "Carbon Intensity gCO₂eq/kWh (LCA),Low Carbon Percentage,Renewable Percentage,"
@@ -140,7 +140,7 @@ def test_series_provider_lookup_and_forecast(tmp_path):
     ("US-TEX-ERCO", "US", False), ("US-TEX-ERCO", "GB", False), ("DE-LU", "DE", False),
     ("DE", "DEU", False)])
 def test_zone_matches(file_zone, zone, ok):
-    from slurm_plugin.telemetry.carbon_csv import zone_matches
+    from slurm_plugin.formats.carbon_csv import zone_matches
     assert zone_matches(file_zone, zone) is ok
 
 

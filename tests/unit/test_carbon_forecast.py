@@ -12,9 +12,9 @@ from slurm_plugin.errors import ConfigError, InputError
 from slurm_plugin.physics.carbon_forecast import (FORECASTERS, HOUR_S, Blend, HourlySeries,
                                                   Persistence, Profile, SeasonalNaive,
                                                   forecaster, predict)
-from slurm_plugin.telemetry.carbon import SeriesCarbon
-from slurm_plugin.telemetry.carbon_csv import CarbonPoint
-from slurm_plugin.telemetry.carbon_forecast import (ExternalForecastCarbon, ForecastingCarbon,
+from slurm_plugin.formats.carbon_series import SeriesCarbon
+from slurm_plugin.formats.carbon_csv import CarbonPoint
+from slurm_plugin.formats.carbon_forecast import (ExternalForecastCarbon, ForecastingCarbon,
                                                     load_forecast)
 
 T0 = 1_700_006_400.0  # a UTC hour boundary (2023-11-15 00:00)
@@ -125,7 +125,7 @@ def test_live_planning_uses_stored_points_ahead_then_the_builtin_forecast():
     """A site that stores only the past (no forecast imported) still gets a forecast for its
     policies: the built-in one over that history; stored points ahead win where they exist,
     and the built-in forecast fills the hours after the last of them."""
-    from slurm_plugin.telemetry.carbon_forecast import StoredThenForecast
+    from slurm_plugin.formats.carbon_forecast import StoredThenForecast
     v = daily(24 * 40, noise=10, ar=0.9)
     now = T0 + (24 * 38 - 1) * HOUR_S + 1200
     past_only = StoredThenForecast(_series_provider(v[: 24 * 38]))

@@ -7,7 +7,7 @@ from slurm_plugin.actuate import JobView
 from slurm_plugin.emulated_train import job_gpus
 from slurm_plugin.model import Action, Placement
 from slurm_plugin.record import replace
-from slurm_plugin.slurm.parse import recorded_batch, recorded_elastic
+from slurm_plugin.formats.admin_comment import recorded_batch, recorded_elastic
 
 from test_reconcile import Fixed, Recorder, run
 from test_wrapper_translate import ASK, REQ, _plan

@@ -13,8 +13,8 @@ from slurm_plugin.node.emulated import EmulatedSource
 from slurm_plugin.node.jobenergy import from_ledger
 from slurm_plugin.node.split import SoloRate, split_interval
 from slurm_plugin.physics import class_names, idle_power_w
-from slurm_plugin.telemetry.carbon import SeriesCarbon
-from slurm_plugin.telemetry.carbon_csv import CarbonPoint
+from slurm_plugin.formats.carbon_series import SeriesCarbon
+from slurm_plugin.formats.carbon_csv import CarbonPoint
 
 
 def test_alone_on_a_gpu_gets_everything():

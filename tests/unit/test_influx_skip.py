@@ -153,7 +153,7 @@ def test_an_http_error_is_an_answer_and_clears_it(server, tmp_path):
 
 
 def test_one_call_tries_once_and_its_sources_fail_in_one_line(server, tmp_path):
-    from slurm_plugin.telemetry.carbon import SeriesCarbon
+    from slurm_plugin.formats.carbon_series import SeriesCarbon
     from slurm_plugin.telemetry.readers import read_readings
     c = client(server.url, SkipMemory(str(tmp_path), 60, KEY), 0.2)
     _, first = query(c)

@@ -62,3 +62,21 @@ def test_every_subprocess_goes_through_proc():
              if p != PKG / "proc.py" and any(m.split(".")[0] == "subprocess"
                                               for m in imported_modules(p))]
     assert users == []
+
+
+# proc is not an adapter: the one way to run a command (a sweep submits its cells with it)
+LIVE = ("slurm", "telemetry", "node", "localcluster", "commands", "live", "reconcile")
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "sim").rglob("*.py"))
+                         + sorted((PKG / "formats").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PKG)))
+def test_simulator_and_shared_readers_import_no_live_adapter(path):
+    """The simulator replays what the live path does through the same policy code, without
+    Slurm, InfluxDB or NVML; the readers both use (``formats/``) belong to neither side."""
+    bad = [m for m in imported_modules(path)
+           if any(m.startswith(f"..{a}") or m.startswith(f"slurm_plugin.{a}")
+                  or m.startswith(f"...{a}") or (path.parent.name == "formats"
+                                                 and m.startswith(f".{a}"))
+                  for a in LIVE)]
+    assert bad == [], f"{path.relative_to(PKG)} imports {bad}: no live adapter in sim/ or formats/"

@@ -8,8 +8,8 @@ from slurm_plugin.errors import InputError, TelemetryError
 from slurm_plugin.model import GpuReading
 from slurm_plugin.node.collector import gpu_point, run_loop
 from slurm_plugin.node.jobenergy import finish, forget, job_gpus, record_start, state_path
-from slurm_plugin.telemetry.carbon import SeriesCarbon
-from slurm_plugin.telemetry.carbon_csv import CarbonPoint
+from slurm_plugin.formats.carbon_series import SeriesCarbon
+from slurm_plugin.formats.carbon_csv import CarbonPoint
 
 
 class ScriptedSource:

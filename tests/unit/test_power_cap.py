@@ -12,7 +12,7 @@ from slurm_plugin.node.power_cap import apply_caps, desired_caps, gpu_cap_w
 from slurm_plugin.node.source import NvmlSource
 from slurm_plugin.physics import max_power_w
 from slurm_plugin.physics.job_cap import capped_job
-from slurm_plugin.slurm.parse import recorded_cap, with_cap
+from slurm_plugin.formats.admin_comment import recorded_cap, with_cap
 
 
 @pytest.mark.parametrize("admin_comment,cap_w", [
@@ -25,14 +25,14 @@ def test_the_cap_is_read_from_the_wb_word_of_the_admin_comment(admin_comment, ca
 
 
 def test_the_slack_is_read_from_the_same_record():
-    from slurm_plugin.slurm.parse import recorded_slack
+    from slurm_plugin.formats.admin_comment import recorded_slack
     assert recorded_slack("wb:uid=0;declared_app=x;tagged=1;policy=greenflow;slack=21600") == 21600
     assert recorded_slack("wb:uid=0;policy=greenflow") is None
     assert recorded_slack("wb:slack=-1") is None
 
 
 def test_recorded_nice_reads_the_jobs_own_nice_from_admin_comment_then_comment():
-    from slurm_plugin.slurm.parse import recorded_nice
+    from slurm_plugin.formats.admin_comment import recorded_nice
     assert recorded_nice("wb:uid=0;declared_app=x;tagged=1;policy=pal;nice=7") == 7
     assert recorded_nice("wb:uid=0;policy=pal", "mine wb:policy=pal;nice=-5") == -5
     assert recorded_nice("wb:uid=0;nice=3", "wb:nice=9") == 3

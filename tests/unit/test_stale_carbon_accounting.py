@@ -9,8 +9,8 @@ import pytest
 
 from slurm_plugin.node.jobenergy import finish, from_ledger, mean_intensity, record_start
 from slurm_plugin.node.ledger import CachedIntensity
-from slurm_plugin.telemetry.carbon import SeriesCarbon, is_stale
-from slurm_plugin.telemetry.carbon_csv import WEEK_S, CarbonPoint, CarbonSeries
+from slurm_plugin.formats.carbon_series import SeriesCarbon, is_stale
+from slurm_plugin.formats.carbon_csv import WEEK_S, CarbonPoint, CarbonSeries
 
 H, DAY = 3600.0, 86400.0
 

@@ -17,7 +17,7 @@ from slurm_plugin.model import Cluster, Progress
 from slurm_plugin.physics.classes import class_names
 from slurm_plugin.policy.eaco.decide import Eaco
 from slurm_plugin.record import replace
-from slurm_plugin.slurm.parse import app_from_comment
+from slurm_plugin.formats.admin_comment import app_from_comment
 from slurm_plugin.telemetry.influx import parse_results
 from slurm_plugin.telemetry.readers import latest_progress
 

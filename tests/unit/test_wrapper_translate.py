@@ -133,7 +133,7 @@ def test_the_jobs_own_nice_is_recorded_in_the_tag_for_a_later_tier_change():
     """reconcile may move a waiting job to another tier; the tag keeps the job's own --nice
     (``nice=OWN``) so the new Nice adds to it too. Nothing recorded without a tier or an own
     value, or with a value sbatch alone judges."""
-    from slurm_plugin.slurm.parse import recorded_nice
+    from slurm_plugin.formats.admin_comment import recorded_nice
     tiered = Placement("elastic", 1, nice=2)
 
     def tag(**kw) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..physics.carbon_forecast import (DEFAULT_FORECASTER, HISTORY_DAYS, HOUR_S, Forecaster,
                                        HourlySeries, forecaster as named_forecaster, predict)
-from .carbon import CarbonProvider
+from .carbon_series import CarbonProvider
 
 FORECAST_COLUMNS = ("time", "gco2_per_kwh")
 ISSUED_COLUMN = "issued"
@@ -117,13 +117,6 @@ class StoredThenForecast:
         out = list(getattr(self.stored, "warnings", ()))
         said = self.builtin.report.warning(self.zone) if self.used_builtin else None
         return out + ([said] if said else [])
-
-
-def planning_provider(cfg, client) -> StoredThenForecast:
-    """The site's carbon provider (``telemetry.carbon.provider_from_config``) as policies plan
-    with it: stored points ahead, then the built-in forecast."""
-    from .carbon import provider_from_config
-    return StoredThenForecast(provider_from_config(cfg, client))
 
 
 @dataclass(frozen=True, slots=True)
