@@ -135,7 +135,8 @@ def simulated(trace: Path, cfg: config.SiteConfig, policy: str) -> dict[str, Any
     jobs = load_jobs(inputs)
     sim = Simulator(jobs, spec, get_policy(policy, "--policy"),
                     carbon=load_carbon(None, inputs.zone, jobs[0].submit_s),
-                    settings=cfg.section(policy.replace("-", "_")))
+                    settings=config.policy_settings(
+                        cfg, policy, shards_per_gpu=spec.resolved().shards_per_gpu))
     recorder = _Recorder(len(jobs))
     sim.metrics = recorder
     res = sim.run()
