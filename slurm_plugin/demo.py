@@ -88,7 +88,7 @@ def stage_report(policy: str, explained: dict[str, list[str]],
            for s, whys in said.items()}
     for a in actions:
         owner = next((s for s in stages if s.endswith(f"({a.get('policy')})")), stages[0])
-        if a.get("kind") != "note":
+        if a.get("kind") not in ("note", "observe"):     # observe: history, no job changed
             out[owner].append(f"reconcile: {a.get('kind')} job {a.get('job_id')} "
                               f"({a.get('status')}): {a.get('why', '')}".rstrip(": "))
     return out

@@ -19,7 +19,8 @@ def test_each_stage_gets_its_own_lines_with_the_jobs_that_got_them():
     }
     actions = [{"kind": "resize", "job_id": "7", "policy": "elastic", "status": "done",
                 "why": "grows to 2"},
-               {"kind": "note", "job_id": "8", "policy": "pal", "status": "done", "why": "x"}]
+               {"kind": "note", "job_id": "8", "policy": "pal", "status": "done", "why": "x"},
+               {"kind": "observe", "job_id": "", "policy": "greenflow", "status": "done"}]
     got = demo.stage_report(STACK, explained, actions)
     assert list(got) == ["sizing (elastic)", "timing (greenflow)", "sharing (eaco)",
                          "placement (pal)"]
