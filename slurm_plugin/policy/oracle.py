@@ -46,11 +46,11 @@ def energy_bound(app: str, gpus: int, duration_s: float, gpu_type: str = "V100",
 
 
 @lru_cache(maxsize=4096)
-def _best_cap(app: str, gpus: int, gpu_type: str, gpus_per_node: int, node_base_w: float | None,
-              max_jobs_per_gpu: int | None) -> tuple[float, float, float, float | None]:
-    """(power, GPU power per GPU, slowdown, cap) of the cap that needs the least energy per
-    second of the uncapped run: energy is that power times the slowdown times the run, so the
-    choice does not depend on the run's length (one choice per job shape, not per job)."""
+def cap_options(app: str, gpus: int, gpu_type: str, gpus_per_node: int, node_base_w: float | None,
+                max_jobs_per_gpu: int | None) -> tuple[tuple[float, float, float, float | None], ...]:
+    """(power, GPU power per GPU, slowdown, cap) of every cap setting (None first): a job of this
+    shape running ``d`` seconds uncapped runs ``slowdown * d`` at that cap and needs ``power *
+    slowdown * d`` joules, its static share as the module doc says."""
     cls = job_class(app)
     idle = idle_power_w(gpu_type)
     base = node_base_power_w() if node_base_w is None else node_base_w
@@ -58,13 +58,24 @@ def _best_cap(app: str, gpus: int, gpu_type: str, gpus_per_node: int, node_base_
     share = cls.util_at(gpus) / 100
     if max_jobs_per_gpu:
         share = max(share, 1.0 / max_jobs_per_gpu)
-    best: tuple[float, float, float, float | None] | None = None
-    least = 0.0
+    out = []
     for cap in (None,) + cap_settings_w(gpu_type):
         slow = cap_slowdown(p0, cap, gpu_type)
-        dyn = capped_power_w(p0, cap, gpu_type) - idle
-        gpu_w = dyn + share * idle
-        w = gpus * (gpu_w + share * base / gpus_per_node)
+        gpu_w = capped_power_w(p0, cap, gpu_type) - idle + share * idle
+        out.append((gpus * (gpu_w + share * base / gpus_per_node), gpu_w, slow, cap))
+    return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def _best_cap(app: str, gpus: int, gpu_type: str, gpus_per_node: int, node_base_w: float | None,
+              max_jobs_per_gpu: int | None) -> tuple[float, float, float, float | None]:
+    """(power, GPU power per GPU, slowdown, cap) of the cap that needs the least energy per
+    second of the uncapped run: energy is that power times the slowdown times the run, so the
+    choice does not depend on the run's length (one choice per job shape, not per job)."""
+    best: tuple[float, float, float, float | None] | None = None
+    least = 0.0
+    for w, gpu_w, slow, cap in cap_options(app, gpus, gpu_type, gpus_per_node, node_base_w,
+                                           max_jobs_per_gpu):
         if best is None or w * slow < least - 1e-12:
             best, least = (w, gpu_w, slow, cap), w * slow
     assert best is not None
