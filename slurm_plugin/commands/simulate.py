@@ -176,6 +176,12 @@ def _check_plot(path: Path) -> None:
 @click.option("--compare", default=None,
               help="Comma-separated policies run on the same inputs, shown side by side with "
                    "ratios to the first (e.g. slurm-default,fifo-packed,oracle-bound).")
+@click.option("--loads", "loads_text", default=None,
+              help="Run the policies at three cluster sizes chosen from slurm-default's own "
+                   "run: average queue wait about zero, a few hours, more than a day (auto), or "
+                   "at the node counts given (128,84,64); each figure beside its bound and the "
+                   "share of the headroom between the first policy and the bound it captures "
+                   "(docs/simulator.md). Not with --nodes or node groups.")
 @click.option("--carbon", "carbon_file", type=click.Path(path_type=Path), default=None,
               help="Carbon-intensity CSV (Electricity Maps hourly or Time,Carbon Intensity). "
                    "Aligned to the trace by hour of week from the series' first full week "
@@ -224,7 +230,7 @@ def _check_plot(path: Path) -> None:
 def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, nodes: int | None,
              gpus_per_node: int | None,
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
-             carbon_file: Path | None, budget_kg: float | None, zone: str | None,
+             loads_text: str | None, carbon_file: Path | None, budget_kg: float | None, zone: str | None,
              carbon_basis: str, variability_file: Path | None, seed: int,
              mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
              plot_file: Path | None, sweep_file: Path | None, backend: str | None,
@@ -248,6 +254,11 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                                "with no empty name (e.g. --compare slurm-default,eaco)")
     if plot_file is not None:
         _check_plot(plot_file)
+    if loads_text is not None and (nodes is not None or from_sacct is not None
+                                   or timeline_file is not None or budget_kg is not None):
+        raise click.UsageError("--loads chooses the cluster sizes and runs the trace as it is: "
+                               "leave out --nodes, --from-sacct, --timeline and "
+                               "--carbon-budget-kg")
     if cluster_file is not None:
         if any(v is not None for v in (nodes, gpus_per_node, gpu_type)):
             raise click.UsageError("--cluster FILE replaces --nodes/--gpus-per-node/--gpu-type; "
@@ -292,6 +303,11 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                          default_zone=cfg["carbon.zone"])
     for w in carbon.warnings:
         click.echo(f"warning: {w}", err=True)
+    if loads_text is not None:
+        from .simulate_loads import run_loads
+        run_loads(loads_text, names, inputs, jobs, cfg, carbon,
+                  lambda name, at: _settings(cfg, name, at, None), as_json, plot_file)
+        return
     if budget_kg is not None:
         for name in names:
             if not getattr(get_policy(name), "reads_budget", False):

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 # Field order of the JSON object and of the readable table.
 FIELDS = ("policy", "jobs", "jobs_finished", "energy_kwh", "gpu_energy_kwh", "carbon_kg",
           "avg_jct_s", "p50_jct_s", "p99_jct_s", "geomean_jct_s", "makespan_s", "avg_queue_s",
-          "avg_runtime_stretch", "gpu_alloc_of_powered", "gpu_alloc_of_installed",
+          "max_queue_s", "avg_runtime_stretch", "gpu_alloc_of_powered", "gpu_alloc_of_installed",
           "sharing_factor", "jobs_per_busy_gpu", "sm_util_of_powered", "avg_nodes_on",
           "jobs_timed_out", "sim_wall_s", "events")
 
@@ -72,6 +72,7 @@ class Metrics:
             "geomean_jct_s": math.exp(sum(math.log(max(x, 1e-9)) for x in jct) / n) if n else 0.0,
             "makespan_s": span,
             "avg_queue_s": sum(self.queue) / n if n else 0.0,
+            "max_queue_s": max(self.queue) if n else 0.0,
             "avg_runtime_stretch": sum(self.stretch) / n if n else 0.0,
             "gpu_alloc_of_powered": self.busy_gpu_s / powered if powered else 0.0,
             "gpu_alloc_of_installed": self.busy_gpu_s / gpu_time if gpu_time else 0.0,

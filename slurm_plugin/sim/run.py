@@ -104,7 +104,7 @@ def oracle_metrics(jobs: list[TraceJob], spec: ClusterSpec, carbon: WeekAlignedC
             "carbon_kg": carbon_g / 1000, "avg_jct_s": sum(jct) / n,
             "p50_jct_s": percentile(jct, 50), "p99_jct_s": percentile(jct, 99),
             "geomean_jct_s": math.exp(sum(math.log(x) for x in jct) / n),
-            "makespan_s": end - jobs[0].submit_s, "avg_queue_s": 0.0,
+            "makespan_s": end - jobs[0].submit_s, "avg_queue_s": 0.0, "max_queue_s": 0.0,
             "avg_runtime_stretch": sum(stretch) / n, "gpu_alloc_of_powered": None,
             "gpu_alloc_of_installed": None, "sharing_factor": None, "jobs_per_busy_gpu": None,
             "sm_util_of_powered": None, "avg_nodes_on": None, "max_jobs_per_gpu": max_jobs_per_gpu,

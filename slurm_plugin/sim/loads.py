@@ -1,0 +1,218 @@
+"""Policies at the loads a site runs, each figure beside its bound: pure functions.
+
+A figure from one overloaded cluster measures the queue order more than the idea (serving
+short jobs first moves average JCT many times over where the queue never drains). So a trace is
+run at three cluster sizes chosen from slurm-default's own run on it:
+
+- ``idle``: the smallest cluster where slurm-default's average queue wait is about zero
+  (at most ``IDLE_WAIT_S``);
+- ``busy``: the cluster where it is closest to a few hours (``BUSY_WAIT_S`` within
+  ``BUSY_BAND_S``, on a log scale);
+- ``overloaded``: the cluster where it is closest to ``OVERLOADED_WAIT_S`` and more than a day.
+
+Each probe is one slurm-default run; ``choose_loads`` says how the sizes are searched. A trace
+that no cluster size makes wait that long has no such load, and says so.
+
+Beside each metric, its bound (nothing can do better) or reference (an idealised schedule):
+
+- energy: ``oracle-bound`` within the site's share limit (``policy/oracle.py``);
+- carbon: each job's least energy (the same accounting) at the cleanest hour of the carbon
+  series between its submission and the end of the policy's own run (``carbon_floor_kg``):
+  capped, shifted and packed schedules alike stay above it;
+- average, geomean and p99 JCT and makespan: ``bounds.lower_bounds`` (each job alone at its
+  fastest, on the fastest GPU; the area bound); the p99 of the jobs' own bounds is a bound on
+  the p99 because each job's JCT is at least its own;
+- average JCT also beside the fluid shortest-remaining-first reference (``fluid.py``), which is
+  not a bound;
+- worst queue wait: zero.
+
+The share of the headroom a policy captures is ``(baseline - policy) / (baseline - bound)``:
+1 at the bound, 0 at the baseline, negative when worse than the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..physics.classes import ClassMix, assign_class
+from ..policy.oracle import energy_bound
+from .bounds import _counts, _speedup, lower_bounds
+from .cluster import ClusterSpec
+from .fluid import fluid_srpt_jct_s
+from .metrics import percentile
+from .trace import TraceJob
+
+HOUR_S = 3600.0
+IDLE_WAIT_S = 0.05 * HOUR_S
+BUSY_WAIT_S, BUSY_BAND_S = 3 * HOUR_S, (1 * HOUR_S, 8 * HOUR_S)
+OVERLOADED_WAIT_S, OVERLOADED_BAND_S = 36 * HOUR_S, (24 * HOUR_S, math.inf)
+SCAN_STEP = 1.15
+MAX_NODES = 1 << 16
+
+# metric -> the bound's key in ``bounds_at``'s result
+BOUNDED = {"energy_kwh": "energy_kwh", "carbon_kg": "carbon_kg", "avg_jct_s": "avg_jct_s",
+           "geomean_jct_s": "geomean_jct_s", "p99_jct_s": "p99_jct_s",
+           "makespan_s": "makespan_s", "max_queue_s": "max_queue_s"}
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    name: str               # idle | busy | overloaded | the size given
+    nodes: int
+    wait_s: float           # slurm-default's average queue wait at that size
+
+
+class Waits:
+    """slurm-default's average queue wait per node count, each size run once."""
+
+    def __init__(self, wait_at: Callable[[int], float]) -> None:
+        self._wait_at = wait_at
+        self.seen: dict[int, float] = {}
+
+    def __call__(self, nodes: int) -> float:
+        if nodes not in self.seen:
+            self.seen[nodes] = self._wait_at(nodes)
+        return self.seen[nodes]
+
+
+def _bisect(waits: Waits, a: int, b: int, target_s: float) -> None:
+    """Probe between ``a`` < ``b`` (``waits(a) >= target_s > waits(b)``) down to adjacent
+    sizes, so the crossing of ``target_s`` is measured, not guessed."""
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if waits(mid) >= target_s else (a, mid)
+
+
+def _pick(waits: Waits, band: tuple[float, float], target_s: float) -> int | None:
+    """Of the sizes probed, the one whose wait lies in ``band`` and is closest to
+    ``target_s`` on a log scale (the larger cluster on a tie); None when none lies there."""
+    inside = [n for n, w in waits.seen.items() if band[0] <= w <= band[1]]
+    if not inside:
+        return None
+    return min(inside, key=lambda n: (abs(math.log(max(waits(n), 1.0) / target_s)), -n))
+
+
+def choose_loads(wait_at: Callable[[int], float], least_nodes: int,
+                 start_nodes: int) -> tuple[list[Load], list[str]]:
+    """The three loads (those the trace can make) and a line for each it cannot.
+
+    The wait need not fall steadily as the cluster grows (a wide job that fits or not, a burst
+    that lands in a gap), so the sizes from the idle one down to the least that holds the
+    widest job are scanned (each ``SCAN_STEP`` times smaller), every crossing of a target
+    between two scanned sizes is bisected, and each load takes the probed size closest to its
+    target within its band."""
+    waits = Waits(wait_at)
+    hi = max(start_nodes, least_nodes)
+    while waits(hi) > IDLE_WAIT_S and hi < MAX_NODES:
+        hi *= 2
+    lo = least_nodes
+    if waits(lo) <= IDLE_WAIT_S:
+        idle = lo
+    else:
+        a, b = lo, hi
+        while b - a > 1:
+            mid = (a + b) // 2
+            a, b = (mid, b) if waits(mid) > IDLE_WAIT_S else (a, mid)
+        idle = b
+    n = idle
+    while n > lo:
+        n = max(lo, min(n - 1, int(n / SCAN_STEP)))
+        waits(n)
+    for target in (BUSY_WAIT_S, OVERLOADED_WAIT_S):
+        scanned = sorted(waits.seen)
+        for a, b in zip(scanned, scanned[1:]):
+            if waits(a) >= target > waits(b):
+                _bisect(waits, a, b, target)
+    loads = [Load("idle", idle, waits(idle))]
+    missing = []
+    for name, band, target in (("busy", BUSY_BAND_S, BUSY_WAIT_S),
+                               ("overloaded", OVERLOADED_BAND_S, OVERLOADED_WAIT_S)):
+        pick = _pick(waits, band, target)
+        if pick is None:
+            near = min(waits.seen, key=lambda m: abs(math.log(max(waits(m), 1.0) / target)))
+            missing.append(f"{name}: no cluster of {lo} to {idle} nodes makes slurm-default "
+                           f"wait {band[0] / HOUR_S:g}-{band[1] / HOUR_S:g} h on average "
+                           f"(the closest: {waits(near) / HOUR_S:,.2f} h at {near} nodes)")
+        else:
+            loads.append(Load(name, pick, waits(pick)))
+    return loads, missing
+
+
+class _RangeMin:
+    """Minimum of a cyclic hourly series over any range of hours (sparse table)."""
+
+    def __init__(self, values: Sequence[float]) -> None:
+        self.n = len(values)
+        row = list(values) * 2
+        self.table = [row]
+        k = 1
+        while 2 * k <= len(row):
+            prev = self.table[-1]
+            self.table.append([min(prev[i], prev[i + k]) for i in range(len(row) - 2 * k + 1)])
+            k *= 2
+        self.least = min(values)
+
+    def min(self, first_h: int, last_h: int) -> float:
+        """Least value of hours first_h..last_h (any integers, first <= last), wrapping."""
+        if last_h - first_h + 1 >= self.n:
+            return self.least
+        a = first_h % self.n
+        b = a + (last_h - first_h)
+        level = (b - a + 1).bit_length() - 1
+        return min(self.table[level][a], self.table[level][b - (1 << level) + 1])
+
+
+def _least_energy_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, seed: int, mix: ClassMix,
+                      max_jobs_per_gpu: int | None, time_factor: float) -> list[float]:
+    models = spec.model_nodes
+    out = []
+    for j in jobs:
+        need = math.ceil(j.num_gpus / spec.gpus_per_node)
+        app = j.app or assign_class(j.job_id, seed, mix)
+        out.append(min(energy_bound(app, j.num_gpus, j.duration_s, m, spec.gpus_per_node,
+                                    spec.node_base_power_w, max_jobs_per_gpu).energy_j
+                       for m, nodes in models if nodes >= need) * time_factor / 3.6e6)
+    return out
+
+
+def carbon_floor_kg(jobs: Sequence[TraceJob], least_kwh: Sequence[float], carbon,
+                    until_s: float) -> float:
+    """Each job's least energy at the cleanest hour between its submission and ``until_s``
+    (the end of a schedule's last job): no schedule that ends by then emits less, whatever its
+    caps, start times and packing. ``carbon`` is the simulator's week-aligned series."""
+    ranges = _RangeMin(carbon.hourly)
+    origin = carbon.origin_s
+    total_g = 0.0
+    for j, e in zip(jobs, least_kwh):
+        first = math.floor((j.submit_s - origin) / HOUR_S)
+        last = math.floor((max(until_s, j.submit_s) - origin) / HOUR_S)
+        total_g += e * ranges.min(first, last)
+    return total_g / 1000.0
+
+
+def bounds_at(jobs: Sequence[TraceJob], spec: ClusterSpec, carbon, *, seed: int, mix: ClassMix,
+              max_jobs_per_gpu: int | None, time_factor: float = 1.0) -> dict:
+    """The bounds and references of ``jobs`` on ``spec`` that do not depend on a schedule; the
+    carbon floor, which depends on the schedule's end, is ``carbon_floor_kg`` with
+    ``least_kwh`` from here."""
+    spec = spec.resolved()
+    lb = lower_bounds(jobs, spec.gpu_count, time_factor)
+    own = []
+    for j in jobs:
+        ref = _speedup(j, j.num_gpus) * time_factor
+        own.append(min(j.duration_s * ref / _speedup(j, n) for n in _counts(j, spec.gpu_count)))
+    own.sort()
+    least = _least_energy_kwh(jobs, spec, seed, mix, max_jobs_per_gpu, time_factor)
+    return {"energy_kwh": sum(least), "least_kwh": least, "avg_jct_s": lb.avg_jct_s,
+            "geomean_jct_s": lb.geomean_jct_s, "p99_jct_s": percentile(own, 99),
+            "makespan_s": lb.makespan_s, "max_queue_s": 0.0,
+            "fluid_avg_jct_s": fluid_srpt_jct_s(jobs, spec.gpu_count)}
+
+
+def captured(baseline: float | None, value: float | None, bound: float | None) -> float | None:
+    """The share of the headroom between the baseline and the bound a value captures."""
+    if baseline is None or value is None or bound is None or baseline - bound <= 1e-12:
+        return None
+    return (baseline - value) / (baseline - bound)
