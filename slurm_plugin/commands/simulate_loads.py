@@ -96,7 +96,8 @@ def run_loads(loads_text: str, names: list[str], inputs: Inputs, jobs: list, cfg
             results.append(r)
         end_s = jobs[0].submit_s + max(r["makespan_s"] for r in results)
         bound = {k: v for k, v in b.items() if k != "least_kwh"}
-        bound["carbon_kg"] = carbon_floor_kg(jobs, b["least_kwh"], carbon, end_s)
+        bound["carbon_kg"] = carbon_floor_kg(jobs, b["least_kwh"], carbon, end_s,
+                                             spec.gpu_count, limit, factor)
         rows = []
         for r in results:
             row = {k: r.get(k) for k in ("policy", "jobs", "jobs_finished", *SHOWN)}

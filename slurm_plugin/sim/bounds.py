@@ -168,6 +168,17 @@ def carbon_floor(jobs: Sequence[TraceJob], carbon, gpus: int, extra_s: float,
     base = sum(w * p for w, p in zip(asap, price))
     if base <= 0:
         return 1.0
+    floor = cleanest_fill(released, cap, price)
+    return floor / base
+
+
+def cleanest_fill(released: dict[int, float], cap: float, price: Sequence[float]) -> float:
+    """The least of sum(work in step k x price[k]) when ``released[k]`` work arrives at step k,
+    a step runs at most ``cap`` and all of it runs within the steps priced: the cleanest steps
+    filled first, each as far as the work released by then and not yet placed allows (the
+    optimum: the feasible work per step is a polymatroid). Work the steps cannot hold is left
+    out (the caller prices a horizon long enough for it)."""
+    horizon = len(price)
     # slack[k]: work submitted by the end of step k not yet placed at or before k (the last
     # step's: all the work), each placement lowering it from its step on
     slack, total = [], 0.0
@@ -182,4 +193,4 @@ def carbon_floor(jobs: Sequence[TraceJob], carbon, gpus: int, extra_s: float,
         floor += room * price[k]
         for m in range(k, horizon):
             slack[m] -= room
-    return floor / base
+    return floor

@@ -16,9 +16,9 @@ that no cluster size makes wait that long has no such load, and says so.
 Beside each metric, its bound (nothing can do better) or reference (an idealised schedule):
 
 - energy: ``oracle-bound`` within the site's share limit (``policy/oracle.py``);
-- carbon: each job's least energy (the same accounting) at the cleanest hour of the carbon
-  series between its submission and the end of the policy's own run (``carbon_floor_kg``):
-  capped, shifted and packed schedules alike stay above it;
+- carbon: the jobs' least energy (the same accounting) in the cleanest hours of the carbon
+  series between their submissions and the end of the load's latest schedule, within the
+  cluster's capacity (``carbon_floor_kg``): capped, shifted and packed schedules stay above it;
 - average, geomean and p99 JCT and makespan: ``bounds.lower_bounds`` (each job alone at its
   fastest, on the fastest GPU; the area bound); the p99 of the jobs' own bounds is a bound on
   the p99 because each job's JCT is at least its own;
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from ..physics.classes import ClassMix, assign_class
 from ..policy.oracle import energy_bound
-from .bounds import _counts, _speedup, lower_bounds
+from .bounds import _counts, _speedup, cleanest_fill, lower_bounds
 from .cluster import ClusterSpec
 from .fluid import fluid_srpt_jct_s
 from .metrics import percentile
@@ -140,32 +140,9 @@ def choose_loads(wait_at: Callable[[int], float], least_nodes: int,
     return loads, missing
 
 
-class _RangeMin:
-    """Minimum of a cyclic hourly series over any range of hours (sparse table)."""
-
-    def __init__(self, values: Sequence[float]) -> None:
-        self.n = len(values)
-        row = list(values) * 2
-        self.table = [row]
-        k = 1
-        while 2 * k <= len(row):
-            prev = self.table[-1]
-            self.table.append([min(prev[i], prev[i + k]) for i in range(len(row) - 2 * k + 1)])
-            k *= 2
-        self.least = min(values)
-
-    def min(self, first_h: int, last_h: int) -> float:
-        """Least value of hours first_h..last_h (any integers, first <= last), wrapping."""
-        if last_h - first_h + 1 >= self.n:
-            return self.least
-        a = first_h % self.n
-        b = a + (last_h - first_h)
-        level = (b - a + 1).bit_length() - 1
-        return min(self.table[level][a], self.table[level][b - (1 << level) + 1])
-
-
 def _least_energy_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, seed: int, mix: ClassMix,
                       max_jobs_per_gpu: int | None, time_factor: float) -> list[float]:
+    """Each job's oracle energy (its best model and cap, its share of static power)."""
     models = spec.model_nodes
     out = []
     for j in jobs:
@@ -177,19 +154,50 @@ def _least_energy_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, seed: int, mi
     return out
 
 
-def carbon_floor_kg(jobs: Sequence[TraceJob], least_kwh: Sequence[float], carbon,
-                    until_s: float) -> float:
-    """Each job's least energy at the cleanest hour between its submission and ``until_s``
-    (the end of a schedule's last job): no schedule that ends by then emits less, whatever its
-    caps, start times and packing. ``carbon`` is the simulator's week-aligned series."""
-    ranges = _RangeMin(carbon.hourly)
+def carbon_floor_kg(jobs: Sequence[TraceJob], least_kwh: Sequence[float], carbon, until_s: float,
+                    gpus: int, max_jobs_per_gpu: int | None = None,
+                    time_factor: float = 1.0) -> float:
+    """The least carbon (kg) of ``jobs`` run by ``until_s`` (the end of a schedule's last job):
+    capped, shifted, shared and packed schedules alike stay above it.
+
+    Each job's work (its GPUs x its run, on the fastest GPU) needs at least ``least_kwh`` (its
+    least energy, at its best cap, paying its share of static power), so at least
+    ``e_j = least / work`` per unit, ``e_min`` the least of them. The work runs in the hours
+    of the carbon series (each hour one intensity) from its submission's hour to ``until_s``,
+    at most ``gpus x 3600 x max_jobs_per_gpu`` units an hour (a shared GPU does no more than
+    that many jobs' work). Then
+
+        carbon >= sum_j (e_j - e_min) * work_j * (the cleanest hour j may run in)
+                  + e_min * (the least price of all the work, hours filled cleanest first)
+
+    the first term for each job alone, the second the exact optimum of the fluid fill
+    (``bounds.cleanest_fill``) for work of one rate; each term is at most the schedule's own
+    (the rate e_j splits as e_min + (e_j - e_min))."""
+    if not jobs:
+        return 0.0
     origin = carbon.origin_s
-    total_g = 0.0
-    for j, e in zip(jobs, least_kwh):
-        first = math.floor((j.submit_s - origin) / HOUR_S)
-        last = math.floor((max(until_s, j.submit_s) - origin) / HOUR_S)
-        total_g += e * ranges.min(first, last)
-    return total_g / 1000.0
+    first_h = min(math.floor((j.submit_s - origin) / HOUR_S) for j in jobs)
+    last_h = math.floor((max(until_s, max(j.submit_s for j in jobs)) - origin) / HOUR_S)
+    n = len(carbon.hourly)
+    price = [carbon.hourly[h % n] for h in range(first_h, last_h + 1)]
+    cleanest_from = price[:]                 # the least price from each hour to the end
+    for k in range(len(price) - 2, -1, -1):
+        cleanest_from[k] = min(cleanest_from[k], cleanest_from[k + 1])
+    work = [j.num_gpus * max(j.duration_s, 0.0) * time_factor for j in jobs]
+    rate = [e / w for e, w in zip(least_kwh, work) if w > 0]
+    if not rate:
+        return 0.0
+    e_min = min(rate)
+    released: dict[int, float] = {}
+    alone_g = 0.0
+    for j, e, w in zip(jobs, least_kwh, work):
+        if w <= 0:
+            continue
+        k = math.floor((j.submit_s - origin) / HOUR_S) - first_h
+        released[k] = released.get(k, 0.0) + w
+        alone_g += (e / w - e_min) * w * cleanest_from[k]
+    cap = gpus * HOUR_S * (max_jobs_per_gpu or 1)
+    return (alone_g + e_min * cleanest_fill(released, cap, price)) / 1000.0
 
 
 def bounds_at(jobs: Sequence[TraceJob], spec: ClusterSpec, carbon, *, seed: int, mix: ClassMix,

@@ -17,8 +17,8 @@ from slurm_plugin.policy import get_policy
 from slurm_plugin.sim.carbon import load_carbon
 from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
-from slurm_plugin.sim.loads import (HOUR_S, IDLE_WAIT_S, _RangeMin, bounds_at, captured,
-                                    carbon_floor_kg, choose_loads)
+from slurm_plugin.sim.loads import (HOUR_S, IDLE_WAIT_S, bounds_at, captured, carbon_floor_kg,
+                                    choose_loads)
 from slurm_plugin.sim.trace import TraceJob, read_trace
 
 
@@ -51,17 +51,6 @@ def test_a_light_trace_says_which_load_it_cannot_make():
     assert len(missing) == 2 and missing[0].startswith("busy: no cluster of 2 to 4 nodes")
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_range_minimum_wraps_like_the_series(seed):
-    rng = random.Random(seed)
-    values = [rng.uniform(10, 500) for _ in range(rng.randint(1, 50))]
-    rm = _RangeMin(values)
-    for _ in range(200):
-        a = rng.randint(-100, 100)
-        b = a + rng.randint(0, 120)
-        assert rm.min(a, b) == min(values[h % len(values)] for h in range(a, b + 1))
-
-
 def test_captured_share():
     assert captured(100.0, 60.0, 20.0) == pytest.approx(0.5)
     assert captured(100.0, 120.0, 20.0) == pytest.approx(-0.25)
@@ -84,7 +73,7 @@ def test_no_policy_beats_a_bound_at_any_load(tmp_path, case, make_trace):
             for p in ("slurm-default", "slurm-powersave", "eaco", "greenflow", "pal", "elastic",
                       "pal+eaco+greenflow+elastic")]
     end_s = jobs[0].submit_s + max(r["makespan_s"] for r in runs)
-    floor = carbon_floor_kg(jobs, b["least_kwh"], carbon, end_s)
+    floor = carbon_floor_kg(jobs, b["least_kwh"], carbon, end_s, spec.gpu_count, 4)
     for r in runs:
         name = r["policy"]
         assert r["energy_kwh"] >= b["energy_kwh"] * (1 - 1e-9), name
@@ -94,17 +83,34 @@ def test_no_policy_beats_a_bound_at_any_load(tmp_path, case, make_trace):
         assert r["geomean_jct_s"] >= b["geomean_jct_s"] * (1 - 1e-9), name
 
 
+class _Hours:
+    hourly = [300.0, 100.0, 200.0]
+    origin_s = 0.0
+
+
+def _job(name, submit_s, run_s):
+    return TraceJob(job_id=name, submit_s=submit_s, duration_s=run_s, num_gpus=1, line=1)
+
+
 def test_the_carbon_floor_takes_the_cleanest_hour_each_job_can_reach():
-    class Flat:
-        hourly = [300.0, 100.0, 200.0]
-        origin_s = 0.0
-    a = TraceJob(job_id="a", submit_s=0.0, duration_s=60.0, num_gpus=1, line=1)
-    b = TraceJob(job_id="b", submit_s=2 * HOUR_S + 5, duration_s=60.0, num_gpus=1, line=2)
+    a, b = _job("a", 0.0, 60.0), _job("b", 2 * HOUR_S + 5, 60.0)
     # a may run in hours 0..2 (cleanest 100); b only in hour 2 (200), the window ending there
-    assert carbon_floor_kg([a, b], [1.0, 2.0], Flat, 2 * HOUR_S + 10) == pytest.approx(
+    assert carbon_floor_kg([a, b], [1.0, 2.0], _Hours, 2 * HOUR_S + 10, 1) == pytest.approx(
         (1.0 * 100 + 2.0 * 200) / 1000)
-    # later ends let b wrap into the next week's hour 1
-    assert carbon_floor_kg([a, b], [1.0, 2.0], Flat, 5 * HOUR_S) == pytest.approx(0.3)
+    # a later end lets b wrap into the next week's hour 1
+    assert carbon_floor_kg([a, b], [1.0, 2.0], _Hours, 5 * HOUR_S, 1) == pytest.approx(0.3)
+
+
+def test_the_carbon_floor_keeps_to_the_capacity():
+    """Two hour-long jobs on one GPU submitted together: one runs in the cleanest hour (100),
+    the other in the next cleanest it can reach (200 or, in hour 0, 300)."""
+    a, b = _job("a", 0.0, HOUR_S), _job("b", 0.0, HOUR_S)
+    got = carbon_floor_kg([a, b], [1.0, 1.0], _Hours, 3 * HOUR_S, 1)
+    assert got == pytest.approx((100 + 200) / 1000)
+    assert carbon_floor_kg([a, b], [1.0, 1.0], _Hours, 3 * HOUR_S, 2) == pytest.approx(0.2)
+    # a job needing more per unit of work keeps the cleanest hour's excess for itself
+    assert carbon_floor_kg([a, b], [1.0, 3.0], _Hours, 3 * HOUR_S, 1) == pytest.approx(
+        (2.0 * 100 + 1.0 * (100 + 200)) / 1000)
 
 
 def test_simulate_loads_prints_each_load_with_bounds_and_json():
