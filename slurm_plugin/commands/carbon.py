@@ -159,6 +159,14 @@ def budget(as_json: bool) -> None:
                       else "") + "), carbon weight "
                    + ("-" if pace["weight"] is None else f"{pace['weight']:.2f}")
                    + " (0: JCT alone counts, 1: carbon alone)")
+    floor = (pace or {}).get("floor_kg")
+    if floor is not None:
+        click.echo(f"  floor {kg(floor)}: spent, plus the queued and running jobs' work at its "
+                   "most efficient cap in the cleanest hour forecast; no schedule ends the "
+                   "period below it")
+        if r["budget_kg"] is not None and r["budget_kg"] < floor:
+            click.echo(f"  warning: the budget ({kg(r['budget_kg'])}) is below the floor: it "
+                       "cannot be kept; greenflow spends as little as it can", err=True)
     for a in r["accounts"]:
         w = (pace or {}).get("accounts", {}).get(a["account"])
         click.echo(f"  account {a['account'] or '-'}: spent {kg(a['spent_kg'])}"

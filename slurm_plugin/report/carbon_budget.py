@@ -23,8 +23,8 @@ from types import MappingProxyType
 
 from ..errors import WattError
 from ..history import read_view
-from ..policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S, WEIGHT,
-                                        account_weight_key)
+from ..policy.greenflow.observe import (FLOOR_G, LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S,
+                                        WEIGHT, account_weight_key)
 from ..policy.greenflow.settings import parse_settings
 from ..telemetry.carbon import planning_provider
 from ..telemetry.influx import InfluxClient, quote_str
@@ -87,13 +87,15 @@ def rest_of_period_g(power_w: float, now_g: float | None,
 def pacing(history, accounts, start_s: float) -> dict[str, Any] | None:
     """What greenflow paced on at its last pass in the period starting ``start_s`` (None: no
     pass in it): when, the carbon owed then (kg), the share of their time limits it priced jobs
-    at (``Cluster.limit_use``), the cluster's carbon weight and each of ``accounts``' (0: JCT
-    alone counts, 1: carbon alone)."""
+    at (``Cluster.limit_use``), the least the period can end with (``floor_kg``: spent plus the
+    owed work at its most efficient in the cleanest hour forecast), the cluster's carbon weight
+    and each of ``accounts``' (0: JCT alone counts, 1: carbon alone)."""
     last_s = history.get(LAST_S)
     if last_s is None or history.get(PERIOD_START_S) != start_s:
         return None
     owed_g = history.get(OWED_G)
     return {"at_s": last_s, "owed_kg": _kg(owed_g), "limit_use": history.get(LIMIT_USE),
+            "floor_kg": _kg(history.get(FLOOR_G)),
             "weight": history.get(WEIGHT),
             "accounts": {a: history.get(account_weight_key(a)) for a in sorted(accounts)}}
 

@@ -58,11 +58,12 @@ def test_spent_is_the_sum_of_job_carbon_in_the_period(localcluster, stored, tmp_
         "greenflow.owed_g": {"value": 12_345.0, "n": 1},
         "greenflow.weight": {"value": 0.8, "n": 1},
         "greenflow.weight@physics": {"value": 1.0, "n": 1},
-        "greenflow.limit_use": {"value": 0.25, "n": 1}}))
+        "greenflow.limit_use": {"value": 0.25, "n": 1},
+        "greenflow.floor_g": {"value": 900.0, "n": 1}}))
     report = json.loads(proc.run([wattctl, "carbon", "budget", "--json"], env=env,
                                  timeout_s=60).stdout)
     assert report["pacing"] == {"at_s": now_s - 60, "owed_kg": 12.345, "limit_use": 0.25,
-                                "weight": 0.8,
+                                "floor_kg": 0.9, "weight": 0.8,
                                 "accounts": {"nobody": None, "physics": 1.0}}
     text = proc.run([wattctl, "carbon", "budget"], env=env, timeout_s=60).stdout
     assert "12.345 kg owed by queued and running jobs" in text and "weight 0.80" in text
@@ -75,7 +76,7 @@ def test_greenflows_first_pass_paces_from_what_jobs_spent_in_the_period(localclu
     """A reconciler with a fresh state directory in the middle of a budget period: greenflow's
     first pass starts the period's spend, the cluster's and each account's, from the
     ``job_energy`` records ``wattctl carbon budget`` counts, not from 0."""
-    from slurm_plugin.policy.greenflow.observe import SPENT_G, WEIGHT, account_spent_key
+    from slurm_plugin.policy.greenflow.observe import FLOOR_G, SPENT_G, WEIGHT, account_spent_key
     db, _ = stored
     env = {**localcluster.env, "WATTBATCH_INFLUX_DATABASE": db,
            "WATTBATCH_GREENFLOW_BUDGET_KG_PER_WEEK": "0.001",
@@ -91,3 +92,8 @@ def test_greenflows_first_pass_paces_from_what_jobs_spent_in_the_period(localclu
     spent = {a["account"]: a["spent_kg"] for a in report["accounts"]}
     assert hist[account_spent_key("physics")] == pytest.approx(spent["physics"] * 1000, abs=1e-3)
     assert hist[WEIGHT] == 1.0                   # overspent: carbon is all that counts
+    # the budget is below what any schedule can reach: said at once, beside the floor
+    assert hist[FLOOR_G] >= hist[SPENT_G]
+    said = proc.run([wattctl, "carbon", "budget"], env=env, timeout_s=60)
+    assert f"floor {hist[FLOOR_G] / 1000:,.3f} kg" in said.stdout
+    assert "is below the floor: it cannot be kept" in said.stderr

@@ -22,13 +22,28 @@ def test_no_intensity_known_yet_counts_from_the_first_forecast_point():
 
 
 def test_pacing_is_greenflows_last_pass_in_the_period():
-    from slurm_plugin.policy.greenflow.observe import (LAST_S, LIMIT_USE, OWED_G, PERIOD_START_S,
-                                                       WEIGHT, account_weight_key)
+    from slurm_plugin.policy.greenflow.observe import (FLOOR_G, LAST_S, LIMIT_USE, OWED_G,
+                                                       PERIOD_START_S, WEIGHT, account_weight_key)
     from slurm_plugin.report.carbon_budget import pacing
     hist = {LAST_S: 1000.0, PERIOD_START_S: 0.0, OWED_G: 2500.0, WEIGHT: 0.75,
-            account_weight_key("physics"): 1.0, LIMIT_USE: 0.4}
+            account_weight_key("physics"): 1.0, LIMIT_USE: 0.4, FLOOR_G: 1200.0}
     assert pacing(hist, {"physics": 1.0, "bio": 2.0}, 0.0) == {
-        "at_s": 1000.0, "owed_kg": 2.5, "limit_use": 0.4, "weight": 0.75,
+        "at_s": 1000.0, "owed_kg": 2.5, "limit_use": 0.4, "floor_kg": 1.2, "weight": 0.75,
         "accounts": {"bio": None, "physics": 1.0}}
     assert pacing(hist, {}, 86400.0) is None        # its last pass was in another period
     assert pacing({}, {}, 0.0) is None              # no pass yet
+
+
+def test_the_floor_is_the_spend_plus_the_owed_work_at_its_least_in_the_cleanest_hour():
+    from slurm_plugin.physics import cap_settings_w, cap_slowdown, capped_power_w, job_class
+    from slurm_plugin.policy.greenflow.observe import floor_g, least_work_power_w
+    least = least_work_power_w(("V100",))
+    # no class and cap does a GPU-second of work for less
+    for app in ("vgg16", "resnet18", "alexnet"):
+        p0 = job_class(app).power_at(1, "V100")
+        for cap in (None, *cap_settings_w("V100")):
+            assert capped_power_w(p0, cap, "V100") * cap_slowdown(p0, cap, "V100") >= least
+    forecast = ((3600.0, 300.0), (7200.0, 80.0), (90_000.0, 10.0))   # the last is past the end
+    got = floor_g(500.0, 3.6e6, ("V100",), 200.0, forecast, 0.0, 86_400.0)
+    assert got == pytest.approx(500.0 + 3.6e6 * least / 3.6e6 * 80.0)
+    assert floor_g(500.0, 0.0, ("V100",), None, (), 0.0, 1.0) == 500.0

@@ -44,17 +44,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
+from functools import lru_cache
 
 from ...errors import ConfigError
 from ...model import Cluster, Readings
-from ...physics import max_power_w
+from ...physics import (cap_settings_w, cap_slowdown, capped_power_w, class_names, job_class,
+                        max_power_w)
 from ..model_groups import cluster_models, node_model
 from .settings import GreenFlowSettings
 
 OBSERVE_S = 3600.0
-LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G, LIMIT_USE = (
+LAST_S, SPENT_G, PERIOD_START_S, WEIGHT, OWED_G, LIMIT_USE, FLOOR_G = (
     "greenflow.last_s", "greenflow.spent_g", "greenflow.period_start_s", "greenflow.weight",
-    "greenflow.owed_g", "greenflow.limit_use")
+    "greenflow.owed_g", "greenflow.limit_use", "greenflow.floor_g")
 OWED_GPU_W = 250.0      # power per owed GPU while no GPU is allocated to measure it by,
                         # where the GPU model is not known (the V100's top limit)
 DEFAULT_LIMIT_S = 3600.0   # a job without a time limit is taken to need this long
@@ -150,6 +152,14 @@ def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
     return total / count if count else owed_gpu_w(cluster)
 
 
+def _models(cluster: Cluster | None) -> tuple[str, ...]:
+    """The cluster's GPU models (the V100 where none is known)."""
+    try:
+        return tuple(cluster_models(cluster)) or ("V100",)   # type: ignore[arg-type]
+    except (AttributeError, ConfigError):
+        return ("V100",)
+
+
 def owed_gpu_w(cluster: Cluster | None) -> float:
     """Power per owed GPU while none is allocated: the top power limit of the cluster's GPU
     model, on a cluster of several the mean over its GPUs (``OWED_GPU_W`` where a model is not
@@ -163,6 +173,26 @@ def owed_gpu_w(cluster: Cluster | None) -> float:
         return top_w / cluster.gpu_count if models else OWED_GPU_W    # type: ignore[union-attr]
     except (AttributeError, ConfigError):
         return OWED_GPU_W
+
+
+@lru_cache(maxsize=64)
+def least_work_power_w(models: tuple[str, ...]) -> float:
+    """The least power a GPU of ``models`` draws per second of uncapped work: over the
+    catalogued job classes and the model's cap settings, the power at the cap times the
+    slowdown it causes (no idle node, no static share: a floor, not an estimate)."""
+    return min(capped_power_w(p0, cap, m) * cap_slowdown(p0, cap, m)
+               for m in models for p0 in {job_class(c).power_at(1, m) for c in class_names()}
+               for cap in (None, *cap_settings_w(m)))
+
+
+def floor_g(spent_g: float, owed_gpu_s: float, models: tuple[str, ...], ci_now: float | None,
+            forecast: tuple[tuple[float, float], ...], now_s: float, end_s: float) -> float:
+    """The least carbon the period can end with: what was spent, plus the work owed at
+    ``least_work_power_w`` in the cleanest hour forecast before the period ends. A budget
+    below it cannot be kept by any schedule."""
+    ahead = [v for t, v in forecast if now_s < t <= end_s]
+    cleanest = min(([ci_now] if ci_now is not None else []) + ahead, default=0.0)
+    return spent_g + owed_gpu_s * least_work_power_w(models) / 3.6e6 * cleanest
 
 
 def _owed_g(gpu_s: float, power_per_gpu_w: float, ci: float) -> float:
@@ -227,6 +257,7 @@ def observe(settings: GreenFlowSettings, history, readings: Readings, now_s: flo
         out[OWED_G] = _owed_g(owed, power_per_gpu_w, mean_ci)
         out[LIMIT_USE] = owed_share(cluster)
         out[WEIGHT] = _pace(settings.budget_g, spent_g + out[OWED_G], share, settings.gain)
+        out[FLOOR_G] = floor_g(spent_g, owed, _models(cluster), ci, tuple(points), now_s, end_s)
     if settings.accounts_g:
         power = account_power_w(cluster, readings, node_base_power_w, settings.accounts_g) \
             if cluster is not None else {}
