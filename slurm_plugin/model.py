@@ -183,6 +183,8 @@ class Cluster:
     # the share of their time limits that the jobs ended in the last LIMIT_USE_WINDOW_S used,
     # weighted by their GPUs (Slurm's accounting; the simulator's finished jobs); None: not read
     limit_use: float | None = None
+    # where it was read: "" = Slurm; "view PATH" = the cluster view (``cluster_view``)
+    source: str = ""
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

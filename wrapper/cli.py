@@ -51,9 +51,35 @@ class Providers:
     submitted: Callable[[Any, str], None] | None = None
 
 
+_VIEW_READINGS: dict[str, Any] = {}     # view path -> the readings of the view decided from
+
+
 def _slurm_snapshot(cfg: Any) -> Any:
+    """The cluster view where the site publishes one and it can be decided from (with this
+    user's jobs submitted since added), else Slurm's own snapshot, the view's refusal kept as a
+    warning on it (``cluster_view``)."""
+    path = cfg["view.path"]
+    if path:
+        return _view_or_slurm(cfg, path)
     from slurm_plugin.slurm.snapshot import snapshot
     return snapshot(cfg)
+
+
+def _view_or_slurm(cfg: Any, path: str) -> Any:
+    from slurm_plugin import cluster_view
+    from slurm_plugin.record import replace
+
+    from .server_client import runtime_dir
+    from .snapshot_cache import with_jobs
+    try:
+        cluster, readings = cluster_view.read(path, cfg, time.time())
+    except cluster_view.ViewRefused as exc:
+        from slurm_plugin.slurm.snapshot import snapshot
+        cluster = snapshot(cfg)
+        return replace(cluster, warnings=(*cluster.warnings, f"{exc}: read Slurm instead"))
+    _VIEW_READINGS[path] = readings
+    mine = cluster_view.placed(runtime_dir(), cluster.taken_s)
+    return replace(with_jobs(cluster, mine), source=f"view {path}")
 
 
 def influx_memory(cfg: Any) -> Any:
@@ -70,6 +96,13 @@ def influx_memory(cfg: Any) -> Any:
 
 
 def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
+    """The cluster view's readings when the snapshot came from it (and hold carbon, where the
+    policy plans with it), else InfluxDB's."""
+    source = getattr(cluster, "source", "") if cluster is not None else ""
+    if source.startswith("view "):
+        got = _VIEW_READINGS.get(source[5:])
+        if got is not None and (not carbon or got.carbon_g_per_kwh is not None):
+            return got
     from slurm_plugin.telemetry.carbon import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient
     from slurm_plugin.telemetry.readers import read_readings
@@ -82,7 +115,29 @@ def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) 
                          carbon_max_age_s=cfg["carbon.max_age_s"])
 
 
-LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings)
+def _remember_submitted(outcome: Any, stdout: str) -> None:
+    """Where the site publishes a view: the job just submitted, as the next view will show
+    it, for this user's next submissions that decide from an older view."""
+    cfg = outcome.cfg
+    if not cfg["view.path"] or outcome.placement is None:
+        return
+    from slurm_plugin import cluster_view
+
+    from .server_client import runtime_dir
+    from .snapshot_cache import placed_job, submitted_job_id
+    job_id = submitted_job_id(stdout)
+    cluster = outcome.cluster
+    if job_id is None or cluster is None:
+        return
+    try:
+        cluster_view.remember(runtime_dir(), placed_job(outcome, cluster, job_id, time.time()),
+                              time.time())
+    except OSError:
+        pass        # the next view shows it; only this user's next seconds miss it
+
+
+LIVE = Providers(snapshot=_slurm_snapshot, readings=_influx_readings,
+                 submitted=_remember_submitted)
 
 
 @record(frozen=False)

@@ -49,6 +49,7 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)   # for stderr, one line each
     timings_ms: dict[str, float] = field(default_factory=dict)
     snapshot_age_s: float | None = None   # how old the Slurm snapshot was (None: not read)
+    cluster: Any = None                   # the snapshot decided on (None: not read)
 
     def explain_lines(self) -> list[str]:
         if self.unchanged_reason:           # only a dry run shows these: nothing went in
@@ -61,7 +62,9 @@ class Outcome:
         lines.append("decision time: " + ", ".join(f"{k} {v:.1f} ms"
                                                    for k, v in self.timings_ms.items()))
         if self.snapshot_age_s is not None:
-            lines.append(f"Slurm snapshot taken {self.snapshot_age_s:.1f} s before the decision")
+            source = getattr(self.cluster, "source", "")
+            where = f"cluster {source}" if source else "Slurm snapshot"
+            lines.append(f"{where} taken {self.snapshot_age_s:.1f} s before the decision")
         return lines
 
     def why(self) -> list[str]:
@@ -150,6 +153,11 @@ class _Lazy:
     @property
     def loaded(self) -> bool:
         return self._value is not None
+
+    @property
+    def value(self) -> Any:
+        """What was fetched (None: nothing yet)."""
+        return self._value
 
     def settle(self) -> None:
         """Wait for a fetch still running (a thread left running at exit can crash Python's
@@ -262,4 +270,6 @@ def _decide(cfg: Any, cmd: CommandLine, header: ScriptHeader, text: str, wb: WbS
                       "plan+render": (time.perf_counter() - t1) * 1e3}
     if cluster.loaded:
         out.snapshot_age_s = round(max(0.0, now_s - cluster.taken_s), 3)
+        out.cluster = cluster.value
+        out.warnings += [w for w in cluster.warnings if w.startswith("cluster view ")]
     return out

@@ -220,6 +220,8 @@ class CachedProviders:
         self.outcome = outcome
         job = placed_job(outcome, self.cluster, job_id, time.time())
         self.send(("placed", self.key, time.time(), pickle.dumps(job)))
+        if getattr(self.live, "submitted", None) is not None:     # the site's cluster view
+            self.live.submitted(outcome, stdout)
 
     def refresh(self) -> None:
         """After the call: read the snapshot and readings anew for the next calls, when this

@@ -50,6 +50,17 @@ def _settings_warnings(cfg, policy_name: str, settings) -> list[str]:
     return []
 
 
+def _publish_view(cfg, holder: dict) -> list[str]:
+    """The pass's snapshot and readings as the site's cluster view (``cluster_view``)."""
+    from ..cluster_view import publish
+    try:
+        publish(cfg["view.path"], cfg, holder["cluster"], holder.get("readings"))
+    except OSError as exc:
+        return [f"cluster view {cfg['view.path']}: not written ({exc.strerror or exc}); "
+                "submissions read Slurm until a pass writes it"]
+    return []
+
+
 @click.command("reconcile")
 @click.option("--dry-run", is_flag=True,
               help="Decide and journal, but change nothing in Slurm. The state directory must "
@@ -93,8 +104,8 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     result = reconcile_pass(
         policy=policy,
         snapshot=snap,
-        readings=lambda: live.readings(cfg, holder.get("cluster"),
-                                       carbon=getattr(policy, "reads_carbon", False)),
+        readings=lambda: holder.setdefault("readings", live.readings(
+            cfg, holder.get("cluster"), carbon=getattr(policy, "reads_carbon", False))),
         actuator=live.SlurmActuator(cfg),
         state_dir=state,
         settings=settings,
@@ -105,6 +116,8 @@ def reconcile(dry_run: bool, as_json: bool, policy_name: str | None, state_dir: 
     )
     if result.ran:
         result.warnings.extend(_settings_warnings(cfg, name, settings))
+        if cfg["view.path"] and not dry_run and "cluster" in holder:
+            result.warnings.extend(_publish_view(cfg, holder))
     data = {"policy": policy.name, "state_dir": str(state), **result.as_dict()}
     if result.ran and result.outcomes and not dry_run:
         _record_actions(cfg, data["actions"], result.warnings)

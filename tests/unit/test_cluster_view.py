@@ -1,0 +1,148 @@
+"""The cluster view (``cluster_view``, ``view_codec``): what the reconciler writes is what every
+user's wattbatch reads back; a view that cannot be trusted or decided from is refused with the
+reason, and the submission reads Slurm instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from types import MappingProxyType
+
+import pytest
+
+from slurm_plugin import cluster_view
+from slurm_plugin.model import GpuReading, Job, Progress, Readings, Resident
+from slurm_plugin.record import replace
+from slurm_plugin.slurm.parse import plain
+
+
+class Cfg(dict):
+    def __init__(self, **over):
+        super().__init__({"cluster.name": "wattbatch", "view.max_age_s": 180.0,
+                          "view.owner": "", "view.hide_job_owners": False, **over})
+
+
+def _golden(golden_dir, release, taken_s):
+    from slurm_plugin.slurm.snapshot import build_cluster
+    d = golden_dir / "slurm" / release
+    return build_cluster(json.loads((d / "nodes.json").read_text()),
+                         json.loads((d / "squeue.json").read_text()), "wattbatch", taken_s)
+
+
+READINGS = Readings(
+    gpus=MappingProxyType({("gpu1", 0): GpuReading("gpu1", 0, 120.5, 1e6, 55.0, 4096.0, 300.0,
+                                                   10.0, (Resident("7", 2, 40.0, "vgg16"),),
+                                                   "V100")}),
+    progress=MappingProxyType({"7": Progress("7", 120, 33.0, 2, 60, 600, 9.0, 1.0, 256)}),
+    carbon_g_per_kwh=210.0, carbon_forecast=((3600.0, 200.0), (7200.0, 150.0)),
+    cluster_power_w=4000.0, period_spent_g=(0.0, 12.5, MappingProxyType({"physics": 12.5})),
+    taken_s=10.0, warnings=("x",))
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11", "26.05"])
+def test_what_is_published_is_read_back(tmp_path, golden_dir, release):
+    now = time.time()
+    cluster = _golden(golden_dir, release, now - 5)
+    path = str(tmp_path / "view" / "cluster.json")
+    cluster_view.publish(path, Cfg(), cluster, READINGS)
+    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    assert os.listdir(tmp_path / "view") == ["cluster.json"]      # no temporary file left
+    got, readings = cluster_view.read(path, Cfg(), now)
+    want = replace(cluster, jobs=MappingProxyType(
+        {k: replace(j, comment="") for k, j in cluster.jobs.items()}))
+    assert plain(got) == plain(want)
+    assert readings == READINGS
+
+
+def test_a_site_that_hides_jobs_owners_publishes_none(tmp_path, golden_dir):
+    cluster = _golden(golden_dir, "24.11", time.time())
+    path = str(tmp_path / "v.json")
+    cluster_view.publish(path, Cfg(**{"view.hide_job_owners": True}), cluster, None)
+    got, readings = cluster_view.read(path, Cfg(), time.time())
+    assert readings is None and got.jobs
+    assert all(j.user == j.account == j.name == j.comment == "" for j in got.jobs.values())
+
+
+def _view(tmp_path, **changes):
+    path = tmp_path / "v.json"
+    cluster_view.publish(str(path), Cfg(), replace(_golden_plain(), taken_s=time.time()), None)
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _golden_plain():
+    from slurm_plugin.model import Cluster, Gpu, Node
+    return Cluster(nodes=(Node("gpu1", gpus=(Gpu("gpu1", 0),)),),
+                   jobs=MappingProxyType({"5": Job("5", "RUNNING", comment="secret")}))
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"cluster": "other"}, "of cluster 'other', this site is 'wattbatch'"),
+    ({"version": 99}, "format version 99, this wattbatch reads version 1"),
+    ({"format": "x"}, "not a wattbatch cluster view"),
+])
+def test_a_view_of_another_cluster_or_format_is_refused(tmp_path, change, reason):
+    path = _view(tmp_path, **change)
+    with pytest.raises(cluster_view.ViewRefused, match=reason) as got:
+        cluster_view.read(path, Cfg(), time.time())
+    assert path in str(got.value)
+
+
+def test_a_view_cut_short_from_the_future_stale_or_missing_is_refused(tmp_path):
+    path = _view(tmp_path)
+    whole = open(path, "rb").read()
+    with open(path, "wb") as fh:
+        fh.write(whole[: len(whole) // 2])
+    with pytest.raises(cluster_view.ViewRefused, match="not whole JSON"):
+        cluster_view.read(path, Cfg(), time.time())
+    path = _view(tmp_path)
+    with pytest.raises(cluster_view.ViewRefused, match="in the future"):
+        cluster_view.read(path, Cfg(), time.time() - 3600)
+    with pytest.raises(cluster_view.ViewRefused, match="s old, over view.max_age_s = 180"):
+        cluster_view.read(path, Cfg(), time.time() + 600)
+    with pytest.raises(cluster_view.ViewRefused, match="missing"):
+        cluster_view.read(str(tmp_path / "none.json"), Cfg(), time.time())
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="changing a file's owner needs root")
+def test_a_view_another_user_wrote_or_may_write_is_refused(tmp_path):
+    path = _view(tmp_path)
+    os.chmod(tmp_path, 0o755)
+    os.chown(path, 65534, 65534)                 # nobody's
+    with pytest.raises(cluster_view.ViewRefused, match="belongs to uid 65534.*not trusted"):
+        cluster_view.read(path, Cfg(), time.time())
+    assert cluster_view.read(path, Cfg(**{"view.owner": "nobody"}), time.time())
+    os.chown(path, 0, 0)
+    os.chmod(path, 0o666)
+    with pytest.raises(cluster_view.ViewRefused, match="may be written by others"):
+        cluster_view.read(path, Cfg(), time.time())
+    os.chmod(path, 0o644)
+    os.chmod(tmp_path, 0o777)
+    with pytest.raises(cluster_view.ViewRefused, match="its directory may be written by others"):
+        cluster_view.read(path, Cfg(), time.time())
+    os.chmod(tmp_path, 0o755)
+
+
+def test_a_crash_mid_write_leaves_the_previous_view(tmp_path, monkeypatch):
+    path = _view(tmp_path)
+    before = open(path, "rb").read()
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt("killed mid-write")
+    monkeypatch.setattr(cluster_view.os, "fsync", crash)
+    with pytest.raises(KeyboardInterrupt):
+        cluster_view.publish(path, Cfg(), replace(_golden_plain(), taken_s=time.time()), None)
+    assert open(path, "rb").read() == before
+    assert sorted(os.listdir(tmp_path)) == ["v.json"]
+
+
+def test_the_users_jobs_since_the_view_are_remembered_newest_kept(tmp_path):
+    for k in range(cluster_view.PLACED_KEEP + 5):
+        cluster_view.remember(str(tmp_path), Job(str(k), "PENDING", gpus=1), 100.0 + k)
+    got = cluster_view.placed(str(tmp_path), 100.0 + cluster_view.PLACED_KEEP)
+    assert [j.job_id for j in got] == [str(k) for k in range(cluster_view.PLACED_KEEP,
+                                                             cluster_view.PLACED_KEEP + 5)]
+    assert cluster_view.placed(None, 0.0) == []
