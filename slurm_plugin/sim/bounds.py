@@ -54,10 +54,14 @@ def _counts(job: TraceJob, gpus: int) -> range:
     return range(max(1, min(lo, hi)), hi + 1)
 
 
-def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) -> Bounds:
+def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0,
+                 jobs_per_gpu: int = 1) -> Bounds:
     """The makespan and average-JCT lower bounds of ``jobs`` on ``gpus`` GPUs. ``time_factor``:
     the least a run can take relative to the trace's durations on the cluster's fastest GPU
-    (a variability profile's lowest factor; 1: every GPU as the trace's)."""
+    (a variability profile's lowest factor; 1: every GPU as the trace's). ``jobs_per_gpu``: the
+    most jobs a GPU may hold at once (its shards, where jobs share): co-located jobs each run
+    no faster than alone, so a GPU does at most that many jobs' work a second (the area bound
+    is divided by it; a job's own bound is not)."""
     if not jobs:
         return Bounds(0.0, 0.0, 0.0)
     t0 = min(j.submit_s for j in jobs)
@@ -75,7 +79,7 @@ def lower_bounds(jobs: Sequence[TraceJob], gpus: int, time_factor: float = 1.0) 
     tail_gpu_s = 0.0
     for submit_s, gpu_s in reversed(area):
         tail_gpu_s += gpu_s
-        makespan = max(makespan, submit_s + tail_gpu_s / gpus - t0)
+        makespan = max(makespan, submit_s + tail_gpu_s / (gpus * max(1, jobs_per_gpu)) - t0)
     return Bounds(makespan, jct_total / len(jobs), math.exp(log_total / len(jobs)))
 
 

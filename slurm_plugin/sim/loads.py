@@ -20,8 +20,10 @@ Beside each metric, its bound (nothing can do better) or reference (an idealised
   series between their submissions and the end of the load's latest schedule, within the
   cluster's capacity (``carbon_floor_kg``): capped, shifted and packed schedules stay above it;
 - average, geomean and p99 JCT and makespan: ``bounds.lower_bounds`` (each job alone at its
-  fastest, on the fastest GPU; the area bound); the p99 of the jobs' own bounds is a bound on
-  the p99 because each job's JCT is at least its own;
+  fastest, on the fastest GPU; the area bound, each GPU doing at most as many jobs' work a
+  second as it has shards); the p99 of the jobs' own bounds is a bound on the p99 because each
+  job's JCT is at least its own. Jobs killed at their time limits end sooner than any bound on
+  their runs: a policy that has any (``jobs_timed_out``) is not held to these;
 - average JCT also beside the fluid shortest-remaining-first reference (``fluid.py``), which is
   not a bound;
 - worst queue wait: zero.
@@ -206,7 +208,7 @@ def bounds_at(jobs: Sequence[TraceJob], spec: ClusterSpec, carbon, *, seed: int,
     carbon floor, which depends on the schedule's end, is ``carbon_floor_kg`` with
     ``least_kwh`` from here."""
     spec = spec.resolved()
-    lb = lower_bounds(jobs, spec.gpu_count, time_factor)
+    lb = lower_bounds(jobs, spec.gpu_count, time_factor, max(1, spec.shards_per_gpu))
     own = []
     for j in jobs:
         ref = _speedup(j, j.num_gpus) * time_factor
