@@ -16,6 +16,12 @@ requeue's signal, or running again. The hold is then made again (``revived``). A
 still completing (its processes stopping) gets its start time once it has left COMPLETING: a
 bounded wait, then ``waiting`` (not an end state either) and the next pass sets it. What
 happens to a job after its action ended is the watch's (``watch.py``).
+
+What each action kind does step by step is defined once, for the live reconciler and the
+simulator alike: its steps (``STEPS``, ``_steps``), whether one must still run (``_decide``)
+and what it calls (``run_step``) on a ``Port``. ``execute`` runs them on Slurm, journaled and
+crash-safe; ``interpret`` runs them without a journal, on the simulated cluster
+(``sim/sim_port.py``) or any other port.
 """
 
 from __future__ import annotations
@@ -81,15 +87,12 @@ class JobView:
         return stopped_by_requeue(self.state, self.exit_code)
 
 
-class Actuator(Protocol):
+class Port(Protocol):
+    """What the steps of an action run on: Slurm's commands live (``live.SlurmActuator``),
+    the simulated cluster's state in the simulator (``sim/sim_port.py``)."""
+
     def observe(self, job_id: str) -> JobView | None: ...   # None: the job has ended
-    # (state, exit code, end epoch s) from the accounting; None: no such job there either
-    def accounting(self, job_id: str) -> tuple[str, str, float | None] | None: ...
     def requeue_hold(self, job_id: str) -> None: ...
-    # a job slurmctld forgot, submitted again from the accounting: the new job id; the one
-    # already submitted again for it that slurmctld knows (None: none)
-    def resubmit(self, job_id: str, gpus: int | None, num_nodes: int | None) -> str: ...
-    def resubmitted(self, job_id: str) -> str | None: ...
     def set_gpus(self, job_id: str, gpus: int, num_nodes: int | None = None) -> None: ...
     def whole_gpus(self, job_id: str) -> None: ...
     def set_tier(self, job_id: str, tier: int) -> None: ...
@@ -101,6 +104,18 @@ class Actuator(Protocol):
     def set_time_limit(self, job_id: str, time_limit_s: float) -> None: ...
     def advise(self, job_id: str, batch_size: int, lr_scale: float | None,
                from_batch_size: int, why: str) -> None: ...
+
+
+class Actuator(Port, Protocol):
+    """The live port, with what the watch (``watch.py``) needs besides: the accounting of a
+    job that ended, and a job slurmctld forgot submitted again."""
+
+    # (state, exit code, end epoch s) from the accounting; None: no such job there either
+    def accounting(self, job_id: str) -> tuple[str, str, float | None] | None: ...
+    # a job slurmctld forgot, submitted again from the accounting: the new job id; the one
+    # already submitted again for it that slurmctld knows (None: none)
+    def resubmit(self, job_id: str, gpus: int | None, num_nodes: int | None) -> str: ...
+    def resubmitted(self, job_id: str) -> str | None: ...
 
 
 # The ordered Slurm steps of each action kind; ``observe`` only feeds the history.
@@ -214,25 +229,25 @@ def _hold_undone(action: Action, view: JobView | None, done: list[str],
     return ""
 
 
-def run_step(actuator: Actuator, step: str, action: Action) -> None:
+def run_step(port: Port, step: str, action: Action) -> None:
     if step == "set_gpus":
         if action.num_nodes is None:
-            actuator.set_gpus(action.job_id, int(action.gpus or 1))
+            port.set_gpus(action.job_id, int(action.gpus or 1))
         else:
-            actuator.set_gpus(action.job_id, int(action.gpus or 1), action.num_nodes)
+            port.set_gpus(action.job_id, int(action.gpus or 1), action.num_nodes)
     elif step == "defer":
-        actuator.defer(action.job_id, float(action.begin_s or time.time()))
+        port.defer(action.job_id, float(action.begin_s or time.time()))
     elif step == "set_tier":
-        actuator.set_tier(action.job_id, int(action.nice or 0))
+        port.set_tier(action.job_id, int(action.nice or 0))
     elif step == "set_power_cap":
-        actuator.set_power_cap(action.job_id, action.power_cap_w)
+        port.set_power_cap(action.job_id, action.power_cap_w)
     elif step == "set_time_limit":
-        actuator.set_time_limit(action.job_id, float(action.time_limit_s or 0.0))
+        port.set_time_limit(action.job_id, float(action.time_limit_s or 0.0))
     elif step == "advise":
-        actuator.advise(action.job_id, int(action.batch_size or 0), action.lr_scale,
-                        int(action.predicted.get("from_batch_size", 0)), action.why)
+        port.advise(action.job_id, int(action.batch_size or 0), action.lr_scale,
+                    int(action.predicted.get("from_batch_size", 0)), action.why)
     else:
-        getattr(actuator, step)(action.job_id)
+        getattr(port, step)(action.job_id)
 
 
 def _release_if_held(actuator: Actuator, action: Action) -> tuple[bool, str]:
@@ -265,18 +280,33 @@ def _with_extra_steps(steps: tuple[str, ...], action: Action) -> tuple[str, ...]
     return (*steps[:at], *extra, *steps[at:])
 
 
-def _steps(actuator: Actuator, action: Action, done: list[str]) -> tuple[str, ...]:
+def _steps(port: Port, action: Action, done: list[str]) -> tuple[str, ...]:
     """The steps of ``action``. A resize of a job still pending and not held by us (an
     elastic job admitted at another count before it started) only sets its GPU count: there is
     nothing to stop, hold or release, and its start time stays as it was."""
     if action.kind == "resize" and "requeue_hold" not in done:
         try:
-            view = actuator.observe(action.job_id)
+            view = port.observe(action.job_id)
         except WattError:
             return _with_extra_steps(STEPS["resize"], action)   # the first step reads the job again
         if view is not None and view.pending and not view.held:
             return _with_extra_steps(("set_gpus",), action)
     return _with_extra_steps(STEPS[action.kind], action)
+
+
+def interpret(port: Port, action: Action) -> None:
+    """Carry out ``action`` on ``port`` as ``execute`` does, without journal or recovery: the
+    same steps (``_steps``), the job read before each and a step it no longer needs left out,
+    the action ended where nothing is left to do (``_decide``). The simulator runs every
+    action this way, on its own port (``sim/sim_port.py``)."""
+    done: list[str] = []
+    for step in _steps(port, action, done):
+        try:
+            if _decide(step, action, port.observe(action.job_id), done, False):
+                run_step(port, step, action)
+        except Finished:
+            return
+        done.append(step)
 
 
 class Waiting(Exception):
