@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from .. import proc
 from ..config import SiteConfig
 from ..errors import CommandError
+
+if TYPE_CHECKING:
+    from .document import SlurmJson
+
+T = TypeVar("T")
 
 # sacct and sacctmgr talk to slurmdbd (the accounting database daemon), not to slurmctld
 _DBD_COMMANDS = ("sacct", "sacctmgr")
@@ -46,17 +51,31 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
 
 def slurm_json(cmd: str, args: Sequence[str], cfg: SiteConfig,
                version: str | None = None) -> dict[str, Any]:
-    """``cmd --json args`` (``--json=VERSION`` when given), decoded. Slurm exits 0 with an
-    ``errors`` list and no data when the controller is down: that raises ``CommandError``
-    here, never "no jobs"."""
+    """``cmd --json args`` (``--json=VERSION`` when given), decoded by ``json``: for a document
+    of a few records, read a field or two (``slurm_document`` for the large ones). Slurm exits
+    0 with an ``errors`` list and no data when the controller is down: that raises
+    ``CommandError`` here, never "no jobs"."""
+    return _json(cmd, args, cfg, version, json.loads, lambda data: data.get("errors"))
+
+
+def slurm_document(cmd: str, args: Sequence[str], cfg: SiteConfig,
+                   version: str | None = None) -> SlurmJson:
+    """``cmd --json args`` as ``slurm_json`` runs it, decoded into a ``SlurmJson`` (the typed
+    records ``parse`` reads: the whole cluster's ``squeue --json`` and node listing)."""
+    from .document import SlurmJson
+    return _json(cmd, args, cfg, version, SlurmJson, lambda doc: doc.errors)
+
+
+def _json(cmd: str, args: Sequence[str], cfg: SiteConfig, version: str | None,
+          decode: Callable[[str], T], errors_of: Callable[[T], Any]) -> T:
     done = slurm(cmd, [f"--json={version}" if version else "--json", *args], cfg)
     try:
-        data = json.loads(done.stdout)
+        data = decode(done.stdout)
     except ValueError as exc:
         raise CommandError(list(done.argv), done.returncode,
                            f"printed invalid JSON ({exc}); Slurm 22.05 or later is needed",
                            done.stdout[:500]) from None
-    errors = [e for e in data.get("errors") or () if isinstance(e, dict)]
+    errors = [e for e in errors_of(data) or () if isinstance(e, dict)]
     if errors:
         text = "; ".join(f"{e.get('source', '?')}: {e.get('description') or e.get('error')}"
                          for e in errors)

@@ -9,7 +9,7 @@ field, where it is read.
 from __future__ import annotations
 
 from math import isfinite
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ..errors import InputError
 from .formats import SlurmFormat
@@ -132,9 +132,7 @@ class Legacy:
     def exit_code(self, raw: Mapping[str, Any]) -> int | None:
         """The raw wait status -> exit code (128 + signal when killed)."""
         status = self._int(raw, "exit_code")
-        if status is None:
-            return None
-        return 128 + (status & 0x7F) if status & 0x7F else status >> 8
+        return None if status is None else wait_status_code(status)
 
     def alloc_nodes(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
         rows = self._object(raw, "job_resources").get("allocated_nodes")
@@ -147,9 +145,16 @@ class Legacy:
             raise self.fmt.error("nodes", rows, "a list of nodes (sinfo --json)")
         return rows
 
+    def node_name(self, raw: Mapping[str, Any], k: int) -> str:
+        """The name of entry ``k`` of the node listing."""
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self.fmt.error(f"nodes[{k}].name", name, "a node name")
+        return name
+
     def node_state(self, raw: Mapping[str, Any]) -> str:
-        flags = [f.lower() for f in self.texts(raw, "state_flags") if f]
-        return "+".join([(self.text(raw, "state") or "unknown").lower(), *flags])
+        flags = self.texts(raw, "state_flags")
+        return legacy_node_state(self.text(raw, "state"), flags)
 
     def features(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
         return tuple(f for f in self.text(raw, "features").split(",") if f)
@@ -179,14 +184,11 @@ class Current(Legacy):
         names = self.texts(raw, "job_state")
         if not names:
             raise self.fmt.error(_where(raw, "job_state"), names, "a list of state names")
-        for flag in _SHOWN_FLAGS:
-            if flag in names:
-                return flag
-        for name in names:
-            if name in _JOB_BASES:
-                return name
-        raise self.fmt.error(_where(raw, "job_state"), names,
-                             f"one of {', '.join(sorted(_JOB_BASES))}")
+        state = job_state_shown(names)
+        if state is None:
+            raise self.fmt.error(_where(raw, "job_state"), names,
+                                 f"one of {', '.join(sorted(_JOB_BASES))}")
+        return state
 
     def exit_code(self, raw: Mapping[str, Any]) -> int | None:
         value = raw.get("exit_code")
@@ -229,13 +231,39 @@ class Current(Legacy):
         names = self.texts(raw, "state")
         if not names:
             raise self.fmt.error(_where(raw, "state"), names, "a list of node state names")
-        base = next((n for n in names if n in _NODE_BASES), "UNKNOWN")
-        return "+".join([base.lower(), *(n.lower() for n in names if n != base and n)])
+        return node_state_of(names)
 
     def features(self, raw: Mapping[str, Any]) -> tuple[str, ...]:
         if isinstance(raw.get("features"), list):
             return tuple(f for f in self.texts(raw, "features") if f)
         return super().features(raw)
+
+
+def wait_status_code(status: int) -> int:
+    """A raw wait status -> exit code (128 + signal when killed)."""
+    return 128 + (status & 0x7F) if status & 0x7F else status >> 8
+
+
+def job_state_shown(names: Sequence[str]) -> str | None:
+    """The state Slurm shows for a job's state names (23.02+): the first shown flag, else the
+    base state; None when neither is there."""
+    if len(names) == 1 and names[0] in _JOB_BASES:     # the common case: a base state alone
+        return names[0]
+    for flag in _SHOWN_FLAGS:
+        if flag in names:
+            return flag
+    return next((name for name in names if name in _JOB_BASES), None)
+
+
+def legacy_node_state(state: str, flags: tuple[str, ...]) -> str:
+    """22.05: ``"idle"`` + ``["DRAIN"]`` -> ``"idle+drain"``."""
+    return "+".join([(state or "unknown").lower(), *(f.lower() for f in flags if f)])
+
+
+def node_state_of(names: tuple[str, ...]) -> str:
+    """23.02+: ``["IDLE", "DRAIN"]`` -> ``"idle+drain"`` (the base state first)."""
+    base = next((n for n in names if n in _NODE_BASES), "UNKNOWN")
+    return "+".join([base.lower(), *(n.lower() for n in names if n != base and n)])
 
 
 def _is_number(value: object) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from ..record import record
+from .document import SlurmJson
 
 LEGACY = "v0.0.38"
 # data_parser versions read with the newer dialect; the last is asked for by name when a
@@ -71,7 +72,10 @@ def release_tuple(release: str) -> tuple[int, int]:
 
 
 def detect(doc: object, command: str) -> SlurmFormat:
-    """The format of one ``--json`` document printed by ``command`` (e.g. ``squeue --json``)."""
+    """The format of one ``--json`` document printed by ``command`` (e.g. ``squeue --json``):
+    a decoded tree or a ``SlurmJson``."""
+    if isinstance(doc, SlurmJson):
+        doc = doc.head
     if not isinstance(doc, dict):
         raise FormatError(f"slurm: {command} printed {type(doc).__name__}, not a JSON object")
     meta = doc.get("meta")

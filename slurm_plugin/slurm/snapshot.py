@@ -6,8 +6,10 @@ later, where ``sinfo --json`` merges nodes of one state into one row. ``squeue -
 only source of per-job GPU indexes (``gres_detail``) short of one ``scontrol show job -d`` per
 job (Slurm 22.05: ~236 ms and 6 MB at 2,000 jobs, against 16 ms for ``squeue -h -o``, which
 has no GPU indexes). A policy needs to know which job holds which GPU (co-location, shards
-pinned by index), so the snapshot pays for the JSON once per decision; parsing 10,000 jobs
-takes well under a second (benchmarks/bench_parse.py).
+pinned by index), so the snapshot pays for the JSON once per decision. It is decoded with
+msgspec into only the fields the parsers read (``decode``, ``document``): 10,000 jobs of 24.11
+in about a quarter of a second, decode and parse (benchmarks/bench_parse.py,
+docs/slurm-versions.md).
 
 A Slurm newer than any known here writes a data_parser version the parsers do not know: the
 command is then asked again for the newest known version (``--json=v0.0.45``), which a
@@ -18,24 +20,29 @@ from __future__ import annotations
 
 import time
 from types import MappingProxyType
+from typing import Any, Mapping
 
 from ..config import SiteConfig
-from ..model import Cluster
+from ..model import Cluster, Job, Node
 from ..record import replace
-from .cli import slurm, slurm_json, slurm_release
+from .cli import slurm, slurm_document, slurm_release
+from .document import SlurmJson, gc_paused
 from .formats import NEWEST, FormatError, SlurmFormat, detect, release_tuple
 from .parse import (ACTIVE_STATES, SACCT_FIELDS, AcctRecord, attach_jobs, parse_jobs,
                     parse_nodes, parse_sacct)
 from .topology import switches, with_switches
 
+SlurmDoc = Mapping[str, Any] | SlurmJson      # a decoded tree, or the typed records
 NODES_LEGACY = ("sinfo", [])                    # Slurm 22.05
 NODES_CURRENT = ("scontrol", ["show", "nodes"])  # Slurm 23.02 and later
 FIRST_CURRENT = (23, 2)
 
 
-def build_cluster(nodes_doc: dict, squeue: dict, name: str, taken_s: float,
+@gc_paused()
+def build_cluster(nodes_doc: SlurmDoc, squeue: SlurmDoc, name: str, taken_s: float,
                   gpu_model: str = "V100") -> Cluster:
-    """Pure: the two JSON documents -> Cluster with GPU holders filled and active jobs only.
+    """Pure: the two JSON documents (decoded trees or ``SlurmJson``) -> Cluster with GPU
+    holders filled and active jobs only.
 
     A job or node whose fields cannot be read is left out, with a warning in
     ``Cluster.warnings`` (command, release, record, field): one odd record never stops a
@@ -47,26 +54,26 @@ def build_cluster(nodes_doc: dict, squeue: dict, name: str, taken_s: float,
                    taken_s=taken_s, name=name, warnings=tuple(warnings))
 
 
-def read_json(cmd: str, args: list[str], cfg: SiteConfig) -> tuple[dict, SlurmFormat]:
+def read_json(cmd: str, args: list[str], cfg: SiteConfig) -> tuple[SlurmJson, SlurmFormat]:
     """``cmd --json args`` and its format; asked again as ``--json=<newest known>`` when
     the release writes a newer version than the parsers know."""
     command = " ".join([cmd, "--json", *args])
-    doc = slurm_json(cmd, args, cfg)
+    doc = slurm_document(cmd, args, cfg)
     try:
         return doc, detect(doc, command)
     except FormatError:
-        doc = slurm_json(cmd, args, cfg, version=NEWEST)
+        doc = slurm_document(cmd, args, cfg, version=NEWEST)
         return doc, detect(doc, f"{cmd} --json={NEWEST} {' '.join(args)}".strip())
 
 
-def read_documents(cfg: SiteConfig) -> tuple[dict, dict, SlurmFormat]:
+def read_documents(cfg: SiteConfig) -> tuple[SlurmJson, SlurmJson, SlurmFormat]:
     """(node listing, ``squeue --json``, format): the raw inputs of a snapshot.
 
     The node listing of the release ``scontrol -V`` names is asked while ``squeue`` runs (a
     decision waits on both); when ``squeue``'s document says otherwise, or the early listing
     failed, it is asked again after."""
     import threading
-    early: dict[str, tuple[bool, dict]] = {}
+    early: dict[str, tuple[bool, SlurmJson]] = {}
 
     def listing() -> None:
         try:
@@ -118,15 +125,24 @@ def history(cfg: SiteConfig, since: str = "now-1days", users: str | None = None,
                        warnings=warnings)
 
 
-def describe(nodes_doc: dict, squeue: dict) -> dict:
-    """Pure: what wattbatch reads from the two documents, as plain JSON (``wattctl snapshot``):
-    the Slurm release, nodes with their GPUs and holders, every job in ``squeue``, and the
-    warnings of the jobs and nodes left out because their fields cannot be read."""
+@gc_paused()
+def described(nodes_doc: SlurmDoc, squeue: SlurmDoc) -> tuple[SlurmFormat, list[str],
+                                                              tuple[Node, ...], tuple[Job, ...]]:
+    """Pure: what wattbatch reads from the two documents: the format of ``squeue``'s, the
+    warnings of the jobs and nodes left out because their fields cannot be read, the nodes
+    with their GPUs and holders, and every job in ``squeue``."""
     fmt = detect(squeue, "squeue --json")
     warnings: list[str] = []
     jobs = parse_jobs(squeue, warnings=warnings)
     nodes = attach_jobs(parse_nodes(nodes_doc, warnings=warnings),
                         [j for j in jobs if j.state in ACTIVE_STATES])
+    return fmt, warnings, nodes, jobs
+
+
+@gc_paused()
+def describe(nodes_doc: SlurmDoc, squeue: SlurmDoc) -> dict:
+    """Pure: ``described`` as plain JSON (``wattctl snapshot --json``)."""
+    fmt, warnings, nodes, jobs = described(nodes_doc, squeue)
     return {
         "slurm": {"release": fmt.release, "data_parser": fmt.data_parser},
         "warnings": warnings,

@@ -10,7 +10,7 @@ import pytest
 from slurm_plugin import config
 from slurm_plugin.errors import CommandError, InputError
 from slurm_plugin.slurm import actions
-from slurm_plugin.slurm.cli import slurm, slurm_json
+from slurm_plugin.slurm.cli import slurm, slurm_document, slurm_json
 from slurm_plugin.slurm.parse import (GresItem, app_from_comment, array_task_count,
                                       attach_jobs, expand_hostlist, parse_gres, parse_index_list, parse_jobs, parse_nodes,
                                       parse_sacct, plain)
@@ -142,10 +142,13 @@ def test_runner_applies_bin_dir_and_slurm_conf(cfg, monkeypatch):
     assert slurm("sinfo", ["-h"], cfg).stdout.strip() == "/home/me/slurm.conf -h"
 
 
-def test_json_errors_are_errors_not_empty_data(cfg):
+@pytest.mark.parametrize("read", [slurm_json, slurm_document])
+def test_json_errors_are_errors_not_empty_data(cfg, read):
     with pytest.raises(CommandError, match="controller is not reachable") as err:
-        slurm_json("squeue", [], cfg)
+        read("squeue", [], cfg)
     assert "Failed while looking for jobs" in str(err.value)
+    with pytest.raises(CommandError, match=r"sinfo --json\n.*printed invalid JSON"):
+        read("sinfo", [], cfg)          # prints "$SLURM_CONF --json"
 
 
 def test_unreachable_controller_message_names_config(cfg):

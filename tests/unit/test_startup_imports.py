@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("dataclasses", "inspect", "typing", "tomllib", "pathlib", "jinja2", "click", "tempfile",
-         "threading")
+         "threading", "msgspec")
 PROBE = f"""
 import json, sys
 sys.argv = ["wattbatch", "--wb-dry-run", sys.argv[1]]
