@@ -41,6 +41,7 @@ VERSION = 1
 FUTURE_SKEW_S = 60.0          # a view this much ahead of the reader's clock is refused
 PLACED_FILE = "view-placed.json"
 PLACED_KEEP = 200             # the newest jobs a user's wattbatch remembers having submitted
+STALE_TMP_S = 3600.0          # a temporary file this old was left by a pass killed mid-write
 
 
 class ViewRefused(Exception):
@@ -56,6 +57,7 @@ def publish(path: str, cfg: Any, cluster: Cluster, readings: Readings | None,
            "written_s": time.time() if now_s is None else now_s,
            "snapshot": encode_cluster(cluster, cfg["view.hide_job_owners"]),
            "readings": None if readings is None else encode_readings(readings)}
+    _sweep(folder, time.time())
     fd, tmp = tempfile.mkstemp(prefix=".view-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -78,6 +80,22 @@ def publish(path: str, cfg: Any, cluster: Cluster, readings: Readings | None,
             os.close(dfd)
     except OSError:
         pass
+
+
+def _sweep(folder: str, now_s: float) -> None:
+    """Remove the temporary files of passes killed while writing (older than an hour: a pass
+    writing now is never touched)."""
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(".view-") and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if now_s - os.stat(path).st_mtime > STALE_TMP_S:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _trusted_uids(cfg: Any) -> set[int]:

@@ -139,6 +139,16 @@ def test_a_crash_mid_write_leaves_the_previous_view(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["v.json"]
 
 
+def test_the_next_pass_removes_what_a_killed_one_left(tmp_path):
+    path = _view(tmp_path)
+    old, new = tmp_path / ".view-killed.tmp", tmp_path / ".view-writing.tmp"
+    old.write_text("{")
+    new.write_text("{")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    cluster_view.publish(path, Cfg(), replace(_golden_plain(), taken_s=time.time()), None)
+    assert sorted(os.listdir(tmp_path)) == [".view-writing.tmp", "v.json"]
+
+
 def test_the_users_jobs_since_the_view_are_remembered_newest_kept(tmp_path):
     for k in range(cluster_view.PLACED_KEEP + 5):
         cluster_view.remember(str(tmp_path), Job(str(k), "PENDING", gpus=1), 100.0 + k)
