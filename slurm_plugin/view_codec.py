@@ -17,12 +17,8 @@ from .record import asdict, fields
 HIDDEN_OWNER = ("user", "account", "name")
 
 
-def _plain(obj: Any) -> dict[str, Any]:
-    return {k: v for k, v in asdict(obj).items()}
-
-
 def encode_job(job: Job, hide_owner: bool = False) -> dict[str, Any]:
-    out = _plain(job)
+    out = asdict(job)
     out["comment"] = ""
     if hide_owner:
         out.update({k: "" for k in HIDDEN_OWNER})
@@ -46,7 +42,7 @@ def _decode_gpu(doc: dict[str, Any]) -> Gpu:
 
 def encode_cluster(cluster: Cluster, hide_owner: bool = False) -> dict[str, Any]:
     return {"name": cluster.name, "taken_s": cluster.taken_s, "limit_use": cluster.limit_use,
-            "nodes": [_plain(n) for n in cluster.nodes],
+            "nodes": [asdict(n) for n in cluster.nodes],
             "jobs": [encode_job(j, hide_owner) for j in cluster.jobs.values()]}
 
 
@@ -62,8 +58,8 @@ def decode_cluster(doc: dict[str, Any]) -> Cluster:
 
 def encode_readings(r: Readings) -> dict[str, Any]:
     spent = r.period_spent_g
-    return {"gpus": [_plain(g) for g in r.gpus.values()],
-            "progress": [_plain(p) for p in r.progress.values()],
+    return {"gpus": [asdict(g) for g in r.gpus.values()],
+            "progress": [asdict(p) for p in r.progress.values()],
             "carbon_g_per_kwh": r.carbon_g_per_kwh,
             "carbon_forecast": [list(p) for p in r.carbon_forecast],
             "cluster_power_w": r.cluster_power_w,
