@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..record import record
 from ..model import EMPTY_MAP, Cluster, Gpu, GpuReading, Job, Resident
 from ..physics import (group_slowdowns, idle_power_w, job_class, max_power_w, shared_gpu_power_w,
-                       shared_gpu_util)
+                       shared_gpu_throttle, shared_gpu_util)
 from ..physics.colocation import MODES
 from ..physics.job_cap import capped_job
 from .power_cap import caps_of
@@ -120,22 +120,27 @@ def gpu_state(gpu: Gpu, jobs: dict[str, Job]) -> GpuState:
     util = shared_gpu_util([c.util_at(n) for c, n in zip(classes, n_gpus)], rates)
     if sum(utils) > util:                  # a saturated GPU: the jobs' readings add up to it
         utils = [u * util / sum(utils) for u in utils]
-    dynamic = [c.dynamic_power_at(n, gpu.model) * r for c, n, r in zip(classes, n_gpus, rates)]
-    power = shared_gpu_power_w([c.dynamic_power_at(n, gpu.model) for c, n in zip(classes, n_gpus)],
-                               rates, model=gpu.model)
-    scale = (power - idle) / sum(dynamic) if sum(dynamic) > 0 else 0.0   # the board's cap
+    solo_dynamic = [c.dynamic_power_at(n, gpu.model) for c, n in zip(classes, n_gpus)]
+    dynamic = [d * r for d, r in zip(solo_dynamic, rates)]
     mem = float(min(gpu.memory_mib, sum(c.memory_mib for c in classes)))
     held = [next((u.shards for u in j.uses if (u.node, u.index) == gpu.key), 0)
             for j in resident]
-    job_dynamic = [d * scale for d in dynamic]
     cap_w = caps_of(gpu, jobs)
-    if cap_w is not None:       # each job as the simulator runs it capped: slower, cooler
-        capped = [capped_job(c.name, n, cap_w, gpu.model) for c, n in zip(classes, n_gpus)]
-        slow = [s * t for s, (_, t) in zip(slow, capped)]
-        levels = [c.power_at(n, gpu.model) - idle for c, n in zip(classes, n_gpus)]
-        job_dynamic = [d * max(0.0, p - idle) / lv if lv > 0 else 0.0
-                       for d, (p, _), lv in zip(job_dynamic, capped, levels)]
-        power = min(cap_w, idle + sum(job_dynamic))
+    if len(classes) > 1:        # shared: one limit for all, past it every job slows
+        throttle = shared_gpu_throttle(solo_dynamic, rates, cap_w, gpu.model)
+        slow = [s * throttle for s in slow]
+        power = shared_gpu_power_w(solo_dynamic, rates, cap_w, gpu.model)
+        scale = (power - idle) / sum(dynamic) if sum(dynamic) > 0 else 0.0
+        job_dynamic = [d * scale for d in dynamic]
+    elif cap_w is not None:     # alone and capped: its configuration model, slower and cooler
+        (power_w, slowdown), = [capped_job(c.name, n, cap_w, gpu.model)
+                                for c, n in zip(classes, n_gpus)]
+        slow = [s * slowdown for s in slow]
+        job_dynamic = [max(0.0, power_w - idle)]
+        power = min(cap_w, idle + job_dynamic[0])
+    else:
+        power = shared_gpu_power_w(solo_dynamic, rates, model=gpu.model)
+        job_dynamic = [power - idle]
     slow, utils, job_dynamic = (_per_job(slow, owner, max), _per_job(utils, owner, sum),
                                 _per_job(job_dynamic, owner, sum))
     return GpuState(

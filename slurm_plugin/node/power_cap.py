@@ -4,9 +4,10 @@ gone once the job has left (the epilog also resets at once).
 
 A job's cap is recorded in its AdminComment (``wb:..;cap=W``: job_submit.lua from wattbatch's
 tag, or reconcile's ``power_cap`` action), which users cannot change. A GPU holds one limit, so
-on a shared GPU the rule is: no cap unless every running job on it asks for one, and then the
-highest of their caps. A job can thus slow only itself: a cap it asks for never lowers the limit
-under a co-located job that asked for none, or for a higher one.
+on a shared GPU the rule (``physics.power.gpu_cap_w``, which the simulator applies too) is: no
+cap unless every running job on it asks for one, and then the highest of their caps. A cap a
+job asks for thus never lowers the limit under a co-located job that asked for none, or for a
+higher one.
 
 Where a limit cannot be set (no permission, a board without a settable limit), the failure is
 reported on stderr by the collector and the GPU keeps its limit: never fatal. A cap is moved
@@ -21,18 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..errors import ConfigError, WattError
 from ..model import Gpu, Job
 from ..physics import clamp_cap_w
-
-
-def gpu_cap_w(caps_w: Iterable[float | None], gpu_model: str = "V100") -> float | None:
-    """The limit of a GPU whose running jobs ask for ``caps_w`` (None: that job asks none),
-    moved into ``gpu_model``'s settable range ("": as asked; ``apply_caps`` keeps it within
-    the board's own range)."""
-    caps = list(caps_w)
-    if not caps or any(c is None for c in caps):
-        return None
-    if not gpu_model:
-        return max(caps)                               # type: ignore[type-var]
-    return clamp_cap_w(max(caps), gpu_model)          # type: ignore[type-var]
+from ..physics.power import gpu_cap_w
 
 
 def model_clamped(desired: Mapping[int, float | None],

@@ -8,7 +8,8 @@ Constants are fitted by ``scripts/refit_physics.py`` (``physics.json``) and
 """
 
 from .classes import JobClass, assign_class, class_names, job_class
-from .colocation import colocated_slowdown, group_slowdowns, shared_gpu_power_w, shared_gpu_util
+from .colocation import (colocated_slowdown, group_slowdowns, shared_gpu_power_w,
+                         shared_gpu_throttle, shared_gpu_util)
 from .config_model import (ClassConfig, ConfigModel, class_config_model, config_model,
                            workload_names)
 from .power import (cap_settings_w, cap_slowdown, capped_power_w, clamp_cap_w, gpu_power_w,
@@ -18,7 +19,8 @@ from .power import (cap_settings_w, cap_slowdown, capped_power_w, clamp_cap_w, g
 __all__ = [
     "JobClass", "assign_class", "class_names", "job_class",
     "ClassConfig", "ConfigModel", "class_config_model", "config_model", "workload_names",
-    "colocated_slowdown", "group_slowdowns", "shared_gpu_power_w", "shared_gpu_util",
+    "colocated_slowdown", "group_slowdowns", "shared_gpu_power_w", "shared_gpu_throttle",
+    "shared_gpu_util",
     "cap_settings_w", "cap_slowdown", "capped_power_w", "clamp_cap_w", "gpu_power_w",
     "idle_power_w", "max_power_w", "node_base_power_w", "node_resume_delay_s",
     "node_suspended_power_w",

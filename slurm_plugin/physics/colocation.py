@@ -13,7 +13,9 @@ pairwise excess slowdowns. See docs/physics.md.
 The shipped catalogue carries the V100's pairs and interference over to every entry unchanged
 (and its MPS k is the time-sliced one), so there the slowdowns are the same on every model; a
 site's calibration (``wattctl calibrate-gpus`` measures a co-located pair on each model, both
-modes) makes them differ. A shared GPU's utilisation and power use its model's own constants.
+modes) makes them differ. A shared GPU's utilisation and power use its model's own constants;
+it holds one power limit, and when its jobs together would draw more every one of them slows
+(``shared_gpu_throttle``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..errors import ConfigError
 from .classes import job_class
 from .constants import colocation_constants, gpu_constants
 from .gpu_models import DERIVED_CACHES
+from .power import cap_slowdown
 
 MODES = ("time-sliced", "mps")     # how jobs share a GPU: Slurm shards time-slice it
 
@@ -88,3 +91,16 @@ def shared_gpu_power_w(dynamic_w: Sequence[float], rates: Sequence[float],
     p = c["idle_power_w"] + sum(d * r for d, r in zip(dynamic_w, rates))
     p = min(p, c["max_power_w"])
     return min(p, power_cap_w) if power_cap_w else p
+
+
+def shared_gpu_throttle(dynamic_w: Sequence[float], rates: Sequence[float],
+                        power_cap_w: float | None = None, model: str = "V100") -> float:
+    """Time multiplier of every job on that GPU from its one power limit (the board's top, or
+    ``power_cap_w``, as the node sets it for all its jobs): 1 while they draw no more together
+    (``shared_gpu_power_w`` before its clip); past it the GPU runs at the limit, and as slowly
+    as one job of that demand would under that cap (``power.cap_slowdown``). Clipping the power
+    without it would be energy no GPU gives."""
+    c = gpu_constants(model)
+    demand_w = c["idle_power_w"] + sum(d * r for d, r in zip(dynamic_w, rates))
+    limit_w = min(c["max_power_w"], power_cap_w) if power_cap_w else c["max_power_w"]
+    return 1.0 if demand_w <= limit_w else cap_slowdown(demand_w, limit_w, model)

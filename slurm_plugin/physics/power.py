@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from .constants import gpu_constants, node_constants
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable
+
 
 def idle_power_w(model: str = "V100") -> float:
     """Power of a powered GPU that runs nothing."""
@@ -33,6 +37,18 @@ def clamp_cap_w(power_cap_w: float | None, model: str = "V100") -> float | None:
         return None
     c = gpu_constants(model)
     return min(c["max_power_w"], max(c["min_power_cap_w"], power_cap_w))
+
+
+def gpu_cap_w(caps_w: Iterable[float | None], gpu_model: str = "V100") -> float | None:
+    """The limit of a GPU whose running jobs ask for ``caps_w`` (None: that job asks none): no
+    cap unless every one asks for one, then the highest, moved into ``gpu_model``'s settable
+    range ("": as asked). The node applies it (``node/power_cap.py``), the simulator prices it."""
+    caps = list(caps_w)
+    if not caps or any(c is None for c in caps):
+        return None
+    if not gpu_model:
+        return max(caps)                               # type: ignore[type-var]
+    return clamp_cap_w(max(caps), gpu_model)          # type: ignore[type-var]
 
 
 def cap_slowdown(solo_power_w: float, power_cap_w: float | None, model: str = "V100") -> float:

@@ -1,9 +1,11 @@
 """The simulator's running jobs: start, progress, power, caps, batch size, release, finish.
 
-Jobs sharing a GPU time-sliced progress at their co-location slowdown, jobs in MIG instances
-at their instance's rate (``mig``); rates are recomputed on every start and finish. Power is
-piecewise constant between events (the engine integrates it exactly). A job computes with the
-model of the GPUs it got: its power and speed under a cap from its configuration model. A job
+Jobs sharing a GPU time-sliced progress at their co-location slowdown, and all of them slower
+when their GPU's one power limit binds (the board's, or the cap the node sets for them); jobs
+in MIG instances at their instance's rate (``mig``); rates are recomputed on every start and
+finish. Power is piecewise constant between events (the engine integrates it exactly). A job
+computes with the model of the GPUs it got: alone on them, its power and speed under its cap
+from its configuration model. A job
 still running at its time limit is killed (``jobs_timed_out``); time limits come from the
 trace (``time_limit_s``) or the seeded rule of ``time_limits``, in whole minutes. Nodes idle
 for ``suspend_time_s`` power down; a job placed on one waits for its boot.
@@ -22,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import LIMIT_USE_WINDOW_S, GpuUse, Job
-from ..physics import clamp_cap_w, group_slowdowns
+from ..physics import clamp_cap_w, group_slowdowns, shared_gpu_power_w, shared_gpu_throttle
+from ..physics.power import gpu_cap_w
 from ..physics.job_cap import capped_job
 from ..record import replace
 from .events import BOOTED, FINISH, SUSPEND, TIMEOUT
@@ -99,7 +102,13 @@ class RunningJobs:
         j.last_s = self.now
 
     def _retune(self, gpus: list[GpuState]) -> None:
-        """Recompute the rates of every job on ``gpus`` and the power of every GPU they touch."""
+        """Recompute the rates of every job on ``gpus`` and the power of every GPU they touch.
+
+        A job's speed is the least over its GPUs: on a GPU of its own, or in a MIG instance,
+        its cap's slowdown (its configuration model); on a GPU shared time-sliced, its
+        co-location slowdown times the GPU's throttle (``_shared_power``): one power limit
+        holds for the whole GPU, so when it binds every job there slows, whichever asked for
+        it. A throttle that changes re-rates the jobs on that GPU too."""
         affected: dict[str, SimJob] = {}
         for g in gpus:
             for jb in g.jobs:
@@ -108,26 +117,43 @@ class RunningJobs:
         for jb in affected.values():
             self._settle(jb)
             irate = 1.0
-            var = 1.0
             for g in jb.gpus:
                 touched[id(g)] = g
                 if jb.mig is not None:      # its MIG instance: no co-location slowdown
                     irate = min(irate, mig_rate_of(jb))
                 elif len(g.jobs) > 1:
-                    slow = group_slowdowns([x.cls.name for x in g.jobs],
-                                           model=g.node.kind.model)[g.jobs.index(jb)]
-                    irate = min(irate, 1.0 / slow)
+                    irate = min(irate, 1.0 / self._group_slow(g, jb))
+            jb.irate = irate
+        rerate = affected           # and the jobs of every GPU whose throttle changes
+        for g in touched.values():
+            self._gpu_power(g)
+            if g.throttle_changed:
+                g.throttle_changed = False
+                for jb in g.jobs:
+                    if jb.id not in rerate:
+                        self._settle(jb)
+                        rerate[jb.id] = jb
+        for jb in rerate.values():
+            if jb.mig is not None:
+                speed = jb.irate / jb.cap_slow
+            else:
+                speed = min(1.0 / (self._group_slow(g, jb) * g.throttle) if len(g.jobs) > 1
+                            else 1.0 / jb.cap_slow for g in jb.gpus)
+            var = 1.0
+            for g in jb.gpus:
                 if g.var is not None:
                     var = max(var, g.var[jb.cls.variability_class])
-            jb.irate = irate
-            for g in jb.gpus:
                 self._avail_changed(g.node)
-            jb.rate = 0.0 if jb.blocked else jb.scale * irate / (jb.cap_slow * var)
+            jb.rate = 0.0 if jb.blocked else jb.scale * speed / var
             jb.version += 1
             if jb.rate > 0:
                 self._push(self.now + jb.work_left / jb.rate, FINISH, jb, jb.version)
-        for g in touched.values():
-            self._gpu_power(g)
+
+    @staticmethod
+    def _group_slow(g: GpuState, jb: SimJob) -> float:
+        """``jb``'s co-location slowdown among the jobs of ``g`` (time-sliced)."""
+        return group_slowdowns([x.cls.name for x in g.jobs],
+                               model=g.node.kind.model)[g.jobs.index(jb)]
 
     def _release(self, j: SimJob) -> list[GpuState]:
         """Take ``j`` off its GPUs; returns GPUs still holding other jobs."""
@@ -213,19 +239,39 @@ class RunningJobs:
     def _gpu_power(self, g: GpuState) -> None:
         util = 0.0
         kind = g.node.kind
+        throttle = 1.0
         if g.node.power == OFF:
             new = 0.0
         elif not g.jobs:
             new = kind.idle_w
+        elif len(g.jobs) > 1 and g.jobs[0].mig is None:
+            new, throttle = self._shared_power(g)
+            util = min(100.0, sum(jb.util_pct * jb.irate for jb in g.jobs if not jb.blocked))
         else:
             p = kind.idle_w + sum(jb.dyn_w * jb.irate for jb in g.jobs if not jb.blocked)
             caps = [jb.cap_w for jb in g.jobs if jb.cap_w]
             new = min(p, kind.max_w, min(caps)) if caps else min(p, kind.max_w)
             util = min(100.0, sum(jb.util_pct * jb.irate for jb in g.jobs if not jb.blocked))
+        if throttle != g.throttle:
+            g.throttle, g.throttle_changed = throttle, True
         self.gpu_power_total += new - g.power_w
         g.power_w = new
         self.sm_util_total += util - g.util_pct
         g.util_pct = util
+
+    @staticmethod
+    def _shared_power(g: GpuState) -> tuple[float, float]:
+        """(power, throttle) of a GPU shared time-sliced: its running jobs draw their uncapped
+        dynamic power at their co-location rates, under the GPU's one limit (the board's, or
+        the cap the node sets from their caps, ``gpu_cap_w``: only when every one asks for
+        one, the highest): ``physics.shared_gpu_power_w`` and ``shared_gpu_throttle``."""
+        model = g.node.kind.model
+        running = [jb for jb in g.jobs if not jb.blocked]
+        dyn_w = [jb.dyn0_w for jb in running]
+        rates = [jb.irate for jb in running]
+        cap_w = gpu_cap_w([jb.cap_w for jb in running], model) if running else None
+        return (shared_gpu_power_w(dyn_w, rates, cap_w, model),
+                shared_gpu_throttle(dyn_w, rates, cap_w, model))
 
     def _spares_left(self, node: NodeState) -> bool:
         """Whether other idle nodes stay powered if ``node`` powers down: Slurm's
@@ -272,6 +318,8 @@ class RunningJobs:
         power, j.cap_slow = capped_job(j.cls.name, j.total_gpus, j.cap_w, kind.model,
                                        self.spec.gpus_per_node)
         j.dyn_w = max(0.0, power - kind.idle_w)
+        power, _ = capped_job(j.cls.name, j.total_gpus, None, kind.model, self.spec.gpus_per_node)
+        j.dyn0_w = max(0.0, power - kind.idle_w)
 
     def _set_cap(self, j: SimJob, power_cap_w: float | None) -> None:
         """A ``power_cap`` action: a running job changes power and speed from now."""

@@ -26,7 +26,7 @@ class GpuKind:
 
 class GpuState:
     __slots__ = ("node", "index", "jobs", "exclusive", "shards_used", "power_w", "var", "util_pct",
-                 "running", "view", "pinned")
+                 "running", "view", "pinned", "throttle", "throttle_changed")
 
     def __init__(self, node: "NodeState", index: int, var: dict[str, float] | None) -> None:
         self.node, self.index = node, index
@@ -41,6 +41,10 @@ class GpuState:
         # pending jobs pinned to it: the view counts them as holders, as the live snapshot
         # counts a pending job's typed GRES (``Job.pinned``)
         self.pinned: list[SimJob] = []
+        # time multiplier of every job on it while, shared time-sliced, its jobs together would
+        # draw more than its one power limit (``RunningJobs._shared_power``); 1.0 otherwise
+        self.throttle = 1.0
+        self.throttle_changed = False
 
 
 class NodeState:
@@ -117,7 +121,7 @@ class SimJob:
                  "cap_ask_w", "scale", "work_left", "rate", "irate", "cap_slow", "last_s",
                  "start_s",
                  "first_start_s", "run_start_s", "end_s", "version", "gpus", "state", "begin_s",
-                 "dyn_w", "util_pct", "restarts", "blocked", "pin_nodes",
+                 "dyn_w", "dyn0_w", "util_pct", "restarts", "blocked", "pin_nodes",
                  "pin_indexes", "view", "limit_s", "end_by_s", "shape", "nice", "batch", "ready",
                  "wake_s", "prio", "mig")
 
@@ -144,7 +148,8 @@ class SimJob:
         self.gpus: list[GpuState] = []
         self.state = PENDING
         self.begin_s = t.submit_s
-        self.dyn_w = 0.0
+        self.dyn_w = 0.0                 # dynamic power per GPU under its own cap
+        self.dyn0_w = 0.0                # ... uncapped (what it draws on a shared GPU)
         self.util_pct = 0.0
         self.restarts = 0
         self.blocked = False

@@ -8,7 +8,8 @@ import pytest
 
 from slurm_plugin.model import Cluster, Gpu, GpuUse, Job, Node
 from slurm_plugin.node.emulated import EmulatedSource, gpu_state, slowdown_path
-from slurm_plugin.physics import idle_power_w, job_class
+from slurm_plugin.physics import (group_slowdowns, idle_power_w, job_class, max_power_w,
+                                  shared_gpu_throttle)
 
 
 def job(jid: str, app: str, node: str = "gpu1", index: int = 0, shards: int = 0) -> Job:
@@ -35,6 +36,24 @@ def test_shared_gpu_draws_less_than_two_gpus_and_slows_both():
     assert [(r.job_id, r.shares) for r in st.residents] == [("1", 2), ("2", 2)]
     assert sum(r.util_pct for r in st.residents) == pytest.approx(util)
     assert sum(st.job_power_w.values()) == pytest.approx(power)
+
+
+def test_a_shared_gpu_past_its_limit_draws_the_limit_and_slows_every_job():
+    """As the simulator runs it (tests/sim/test_shared_throttle.py): one limit for the GPU,
+    every job slower when its jobs together would draw more."""
+    a, b = job("1", "nas", shards=2), job("2", "nas", shards=2)
+    shared = Gpu("gpu1", 0, shard_jobs=("1", "2"), shards_total=4, shards_used=4)
+    st = gpu_state(shared, {"1": a, "2": b})
+    apart = group_slowdowns(["nas", "nas"])[0]
+    dyn = [job_class("nas").dynamic_power_at(1, "V100")] * 2
+    assert st.power_w == pytest.approx(max_power_w("V100"))
+    assert st.slowdown["1"] == pytest.approx(
+        apart * shared_gpu_throttle(dyn, [1 / apart] * 2, None, "V100"))
+    assert st.slowdown["1"] > apart * 1.05
+    # a cap only one job asks for sets no limit: the same state as without it
+    capped = gpu_state(shared, {"1": Job("1", "RUNNING", app="nas", power_cap_w=150.0,
+                                         uses=a.uses), "2": b})
+    assert (capped.power_w, dict(capped.slowdown)) == (st.power_w, dict(st.slowdown))
 
 
 def test_source_integrates_energy_and_writes_slowdowns(tmp_path):

@@ -19,7 +19,8 @@ from functools import lru_cache
 
 from ...errors import InputError
 from ...model import Job, Progress
-from ...physics import JobClass, colocated_slowdown, job_class, shared_gpu_power_w
+from ...physics import (JobClass, colocated_slowdown, job_class, shared_gpu_power_w,
+                        shared_gpu_throttle)
 
 
 def group_key(apps: Sequence[str]) -> str:
@@ -135,19 +136,27 @@ def objective(gpus: Sequence[tuple[Sequence[float], Sequence[float], Sequence[fl
     now, their slowdowns with the new job). A busy GPU draws its idle power plus its jobs'
     dynamic power, plus ``static_w``, its share of the node's base power. The GPU the new job
     does not take is not charged: on a cluster that packs, idle GPUs are powered down with their
-    node or serve a queued job. Progress counts each job's epochs at its own solo speed."""
+    node or serve a queued job. Progress counts each job's epochs at its own solo speed; a GPU
+    whose jobs together would draw more than the board gives runs them all slower
+    (``shared_gpu_throttle``)."""
     e_excl = e_share = w_excl = w_share = 0.0
     times: list[float] = []
+    new_throttle = 1.0
     for dyn, old, new in gpus:
+        old_rates = [1 / s for s in old]
+        old_throttle = shared_gpu_throttle(dyn, old_rates, model=model) if len(dyn) > 1 else 1.0
         if dyn:   # a free GPU of the set costs nothing in the exclusive case
-            e_excl += shared_gpu_power_w(dyn, [1 / s for s in old], model=model) + static_w
+            e_excl += shared_gpu_power_w(dyn, old_rates, model=model) + static_w
         e_excl += shared_gpu_power_w([new_dyn_w], [1.0], model=model) + static_w
         rates = [1 / s for s in new] + [1 / new_slowdown]
+        throttle = shared_gpu_throttle(list(dyn) + [new_dyn_w], rates, model=model) if dyn \
+            else 1.0
         e_share += shared_gpu_power_w(list(dyn) + [new_dyn_w], rates, model=model) + static_w
-        w_excl += sum(1 / s for s in old) + 1.0
-        w_share += sum(rates)
-        times += [n / o for n, o in zip(new, old)]
-    times.append(new_slowdown)
+        w_excl += sum(old_rates) / old_throttle + 1.0
+        w_share += sum(rates) / throttle
+        times += [n * throttle / (o * old_throttle) for n, o in zip(new, old)]
+        new_throttle = max(new_throttle, throttle)
+    times.append(new_slowdown * new_throttle)
     energy_ratio = (e_share / w_share) / (e_excl / w_excl)
     time_ratio = sum(times) / len(times)
     return Gain(energy_ratio, time_ratio, alpha * energy_ratio + (1 - alpha) * time_ratio)
