@@ -32,8 +32,10 @@ tier_pytest() {
 # Whether the arguments select any test of the real-cluster tier (no arguments: yes).
 selects_cluster_tests() {
   [ $# = 0 ] && return 0
-  WATTBATCH_TEST_TIER=cluster python -m pytest -p no:cacheprovider --collect-only -q "$@" \
-    2>/dev/null | grep -q '^tests/cluster/'
+  local listed     # whole, then searched: grep -q on the pipe would stop pytest mid-write
+  listed=$(WATTBATCH_TEST_TIER=cluster python -m pytest -p no:cacheprovider --collect-only -q \
+    "$@" 2>/dev/null)
+  grep -q '^tests/cluster/' <<<"$listed"
 }
 
 # A cluster that was already up before this run (the demo's, a developer's) is left up: only
