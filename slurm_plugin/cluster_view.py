@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .model import Cluster, Job, Readings
 
 FORMAT = "wattbatch-cluster-view"
-VERSION = 1
+VERSION = 2                   # 2: records as tables (view_codec)
 FUTURE_SKEW_S = 60.0          # a view this much ahead of the reader's clock is refused
 PLACED_FILE = "view-placed.json"
 PLACED_KEEP = 200             # the newest jobs a user's wattbatch remembers having submitted

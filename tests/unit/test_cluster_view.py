@@ -55,6 +55,40 @@ def test_what_is_published_is_read_back(tmp_path, golden_dir, release):
     assert readings == READINGS
 
 
+def _reordered(table: dict, name: str, drop: str, add: str) -> None:
+    """The ``name`` table as another release of wattbatch might write it: fields in reverse
+    order, ``drop`` unknown to it, ``add`` unknown to us."""
+    fields = list(table[f"{name}_fields"])
+    keep = [f for f in reversed(fields) if f != drop]
+    table[f"{name}_fields"] = keep + [add]
+    rows = table["jobs"] if name == "job" else table["gpus"]
+    rows[:] = [[row[fields.index(f)] for f in keep] + ["?"] for row in rows]
+
+
+def test_a_view_whose_records_have_other_fields_is_read_by_name(tmp_path, golden_dir):
+    """A view written by another wattbatch release: fields in another order, one we do not
+    know (left out), one it did not know (our default)."""
+    now = time.time()
+    cluster = _golden(golden_dir, "24.11", now - 5)
+    path = tmp_path / "v.json"
+    cluster_view.publish(str(path), Cfg(), cluster, READINGS)
+    doc = json.loads(path.read_text())
+    _reordered(doc["snapshot"], "job", "array_tasks", "future_field")
+    _reordered(doc["readings"], "reading", "model", "future_field")
+    snapshot = doc["snapshot"]
+    fields = snapshot["gpu_fields"]
+    snapshot["gpu_fields"] = fields[::-1]
+    for node in snapshot["nodes"]:
+        node[5] = [row[::-1] for row in node[5]]
+    path.write_text(json.dumps(doc))
+    got, readings = cluster_view.read(str(path), Cfg(), now)
+    want = {k: replace(j, comment="", array_tasks=1) for k, j in cluster.jobs.items()}
+    assert plain(dict(got.jobs)) == plain(want)
+    assert got.nodes == cluster.nodes
+    assert readings == replace(READINGS, gpus=MappingProxyType(
+        {k: replace(g, model="") for k, g in READINGS.gpus.items()}))
+
+
 def test_a_site_that_hides_jobs_owners_publishes_none(tmp_path, golden_dir):
     cluster = _golden(golden_dir, "24.11", time.time())
     path = str(tmp_path / "v.json")
@@ -81,7 +115,7 @@ def _golden_plain():
 
 @pytest.mark.parametrize("change, reason", [
     ({"cluster": "other"}, "of cluster 'other', this site is 'wattbatch'"),
-    ({"version": 99}, "format version 99, this wattbatch reads version 1"),
+    ({"version": 99}, f"format version 99, this wattbatch reads version {cluster_view.VERSION}"),
     ({"format": "x"}, "not a wattbatch cluster view"),
 ])
 def test_a_view_of_another_cluster_or_format_is_refused(tmp_path, change, reason):
