@@ -95,7 +95,9 @@ def run_loads(loads_text: str, names: list[str], inputs: Inputs, jobs: list, cfg
                  if name == "oracle-bound" else result(load.nodes, name))
             results.append(r)
         end_s = jobs[0].submit_s + max(r["makespan_s"] for r in results)
-        bound = {k: v for k, v in b.items() if k != "least_kwh"}
+        bound = {k: v for k, v in b.items() if k not in ("least_kwh", "energy_note")}
+        if b["energy_note"] and b["energy_note"] not in missing:
+            missing.append(b["energy_note"])
         bound["carbon_kg"] = carbon_floor_kg(jobs, b["least_kwh"], carbon, end_s,
                                              spec.gpu_count, limit, factor)
         rows = []

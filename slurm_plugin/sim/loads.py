@@ -15,7 +15,8 @@ that no cluster size makes wait that long has no such load, and says so.
 
 Beside each metric, its bound (nothing can do better) or reference (an idealised schedule):
 
-- energy: ``oracle-bound`` within the site's share limit (``policy/oracle.py``);
+- energy: within the site's share limit, co-location and the shared GPU's throttle priced
+  (``shared_bound``; the oracle's where that does not price);
 - carbon: the jobs' least energy (the same accounting) in the cleanest hours of the carbon
   series between their submissions and the end of the load's latest schedule, within the
   cluster's capacity (``carbon_floor_kg``): capped, shifted and packed schedules stay above it;
@@ -38,12 +39,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..errors import InputError
 from ..physics.classes import ClassMix, assign_class
 from ..policy.oracle import energy_bound
 from .bounds import _counts, _speedup, cleanest_fill, lower_bounds
 from .cluster import ClusterSpec
 from .fluid import fluid_srpt_jct_s
 from .metrics import percentile
+from .shared_bound import least_job_energies_kwh
 from .trace import TraceJob
 
 HOUR_S = 3600.0
@@ -143,8 +146,18 @@ def choose_loads(wait_at: Callable[[int], float], least_nodes: int,
 
 
 def _least_energy_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, seed: int, mix: ClassMix,
-                      max_jobs_per_gpu: int | None, time_factor: float) -> list[float]:
-    """Each job's oracle energy (its best model and cap, its share of static power)."""
+                      max_jobs_per_gpu: int | None,
+                      time_factor: float) -> tuple[list[float], str | None]:
+    """Each job's least energy (kWh): its part of the bound priced with interference and the
+    shared GPU's throttle (``shared_bound``); where that bound does not price (MIG, batch
+    sizes) the oracle's (its best model and cap, its share of static power), which a schedule
+    that shares may beat, with the reason."""
+    try:
+        least = least_job_energies_kwh(jobs, spec, seed=seed, mix=mix,
+                                       max_jobs_per_gpu=max_jobs_per_gpu)
+        return [e * time_factor for e in least], None
+    except InputError as exc:
+        reason = f"energy bound: the oracle's within the share limit ({exc})"
     models = spec.model_nodes
     out = []
     for j in jobs:
@@ -153,7 +166,7 @@ def _least_energy_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, seed: int, mi
         out.append(min(energy_bound(app, j.num_gpus, j.duration_s, m, spec.gpus_per_node,
                                     spec.node_base_power_w, max_jobs_per_gpu).energy_j
                        for m, nodes in models if nodes >= need) * time_factor / 3.6e6)
-    return out
+    return out, reason
 
 
 def carbon_floor_kg(jobs: Sequence[TraceJob], least_kwh: Sequence[float], carbon, until_s: float,
@@ -214,8 +227,8 @@ def bounds_at(jobs: Sequence[TraceJob], spec: ClusterSpec, carbon, *, seed: int,
         ref = _speedup(j, j.num_gpus) * time_factor
         own.append(min(j.duration_s * ref / _speedup(j, n) for n in _counts(j, spec.gpu_count)))
     own.sort()
-    least = _least_energy_kwh(jobs, spec, seed, mix, max_jobs_per_gpu, time_factor)
-    return {"energy_kwh": sum(least), "least_kwh": least, "avg_jct_s": lb.avg_jct_s,
+    least, energy_note = _least_energy_kwh(jobs, spec, seed, mix, max_jobs_per_gpu, time_factor)
+    return {"energy_kwh": sum(least), "least_kwh": least, "energy_note": energy_note, "avg_jct_s": lb.avg_jct_s,
             "geomean_jct_s": lb.geomean_jct_s, "p99_jct_s": percentile(own, 99),
             "makespan_s": lb.makespan_s, "max_queue_s": 0.0,
             "fluid_avg_jct_s": fluid_srpt_jct_s(jobs, spec.gpu_count)}

@@ -76,6 +76,15 @@ def shared_energy_bound_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, *, seed
     """The least energy (kWh) of ``jobs`` on ``spec`` with at most ``max_jobs_per_gpu`` jobs on
     a GPU (default: the cluster's shards per GPU), interference and throttle priced (module
     doc); classes as ``oracle_metrics`` assigns them."""
+    return sum(least_job_energies_kwh(jobs, spec, seed=seed, mix=mix,
+                                      max_jobs_per_gpu=max_jobs_per_gpu, cap_step_w=cap_step_w))
+
+
+def least_job_energies_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, *, seed: int = 0,
+                           mix: ClassMix | None = None, max_jobs_per_gpu: int | None = None,
+                           cap_step_w: float = CAP_STEP_W) -> list[float]:
+    """Each job's part of the bound (kWh), in the order of ``jobs``: at least what it is given
+    in any schedule (module doc). Raises ``InputError`` where the bound does not price."""
     spec = spec.resolved()
     _check(jobs, spec)
     most = max(1, max_jobs_per_gpu or spec.shards_per_gpu)
@@ -85,16 +94,16 @@ def shared_energy_bound_kwh(jobs: Sequence[TraceJob], spec: ClusterSpec, *, seed
                     if math.ceil(g / spec.gpus_per_node) <= nodes) for j in jobs]
     dyn_w = _class_dynamic_w(apps, counts, spec.gpus_per_node)
     available = Counter(apps)
-    energy_j = 0.0
+    out = []
     for j, app, options in zip(jobs, apps, counts):
         others = available.copy()
         others[app] -= 1
-        energy_j += j.duration_s * min(
+        out.append(j.duration_s * min(
             job_class(app).speedup(j.num_gpus) / job_class(app).speedup(g)
             * least_power_w(app, g, model, spec.gpus_per_node, spec.node_base_power_w,
                             _co_classes(others, dyn_w[model], most - 1), most, cap_step_w)
-            for model, g in options)
-    return energy_j / 3.6e6
+            for model, g in options) / 3.6e6)
+    return out
 
 
 def _check(jobs: Sequence[TraceJob], spec: ClusterSpec) -> None:

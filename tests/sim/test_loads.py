@@ -20,6 +20,7 @@ from slurm_plugin.sim.cluster import ClusterSpec
 from slurm_plugin.sim.engine import Simulator
 from slurm_plugin.sim.loads import (HOUR_S, IDLE_WAIT_S, bounds_at, captured, carbon_floor_kg,
                                     choose_loads)
+from slurm_plugin.sim.shared_bound import shared_energy_bound_kwh
 from slurm_plugin.sim.trace import TraceJob, read_trace
 
 
@@ -94,6 +95,20 @@ class _Hours:
 
 def _job(name, submit_s, run_s):
     return TraceJob(job_id=name, submit_s=submit_s, duration_s=run_s, num_gpus=1, line=1)
+
+
+def test_the_energy_bound_prices_interference_and_says_where_it_cannot():
+    jobs = [_job("a", 0.0, HOUR_S), _job("b", 60.0, HOUR_S)]
+    spec = ClusterSpec(nodes=1, gpus_per_node=2)
+    got = bounds_at(jobs, spec, None, seed=0, mix=class_mix("all"), max_jobs_per_gpu=4)
+    assert got["energy_note"] is None
+    assert got["energy_kwh"] == pytest.approx(shared_energy_bound_kwh(
+        jobs, spec, seed=0, mix=class_mix("all"), max_jobs_per_gpu=4))
+    batched = [TraceJob(job_id=j.job_id, submit_s=j.submit_s, duration_s=j.duration_s,
+                        num_gpus=1, line=1, batch_size=64) for j in jobs]
+    got = bounds_at(batched, spec, None, seed=0, mix=class_mix("all"), max_jobs_per_gpu=4)
+    assert "energy bound: the oracle's within the share limit" in got["energy_note"]
+    assert "batch sizes" in got["energy_note"] and got["energy_kwh"] > 0
 
 
 def test_the_carbon_floor_takes_the_cleanest_hour_each_job_can_reach():
