@@ -19,10 +19,10 @@ def test_a_cluster_that_was_up_before_is_left_up(localcluster):
     assert status(localcluster.spec)["up"]
     env = dict(os.environ, WATTBATCH_TEST_SLURM="system", WATTBATCH_KEEP_CLUSTER="0")
     env.pop("WATTBATCH_TEST_TIER", None)    # the script as a user runs it, not one tier of it
-    # A test of the real-cluster tier that needs no job: the script brings the cluster "up"
-    # (already up) and must leave it so.
-    done = subprocess.run(["bash", "scripts/test.sh", "-q",
-                           "tests/unit/test_every_module_imports.py::test_the_package_list_is_whole"],
+    # A short test of the real-cluster tier: the script brings the cluster "up" (already up)
+    # and must leave it so.
+    done = subprocess.run(["bash", "scripts/test.sh", "-q", "tests/cluster/test_bad_input_live.py"
+                           "::test_sacct_rows_with_the_delimiter_in_name_and_comment"],
                           cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
