@@ -174,20 +174,42 @@ class Blend:
         # it (the mean of the same hour on the ``days`` days before; None where either is
         # missing).
         anomaly: list[float | None] = []
+        days = self.days
         for i in range(lo, end):
-            y, p = values[i], _profile(values, i, i, self.days)
-            anomaly.append(y - p if y is not None and p is not None else None)
+            y = values[i]
+            if y is None:
+                anomaly.append(None)
+                continue
+            # _profile(values, i, i, days), inline: the same hour on the days before, summed
+            # in the same order
+            total, n = 0.0, 0
+            for j in range(i - 24, max(-1, i - 24 * days - 1), -24):
+                v = values[j]
+                if v is not None:
+                    total += v
+                    n += 1
+            anomaly.append(y - total / n if n else None)
         num = [0.0] * (hmax + 1)
         den = [0.0] * (hmax + 1)
         # w_h by least squares of the anomaly h hours on against the anomaly at the origin,
         # over the origins whose target lies inside the window (origin order, as summed before)
         last = len(anomaly) - 1
+        gapless = None not in anomaly
+        if gapless:     # each h's sum of squares is a prefix of one running sum (same order)
+            squares = [0.0]
+            for a in anomaly:
+                squares.append(squares[-1] + a * a)
         for h in range(1, min(hmax, 24) + 1):
             nh, dh = 0.0, 0.0
-            for a, b in zip(anomaly[:last + 1 - h], anomaly[h:last + 1]):
-                if a is not None and b is not None:
+            if gapless:
+                for a, b in zip(anomaly, anomaly[h:]):
                     nh += a * b
-                    dh += a * a
+                dh = squares[last + 1 - h]
+            else:
+                for a, b in zip(anomaly[:last + 1 - h], anomaly[h:last + 1]):
+                    if a is not None and b is not None:
+                        nh += a * b
+                        dh += a * a
             num[h], den[h] = nh, dh
         fitted = [min(1.0, max(0.0, num[h] / den[h])) if den[h] > 0 else 0.0
                   for h in range(1, min(hmax, 24) + 1)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..model import Cluster, Job
 from .model_groups import largest_model_gpus
+from .view_changes import ViewChanges
 
 _NODE_CACHE: dict[str, tuple] = {}    # name -> (node view, free GPUs, job ids, available)
 
@@ -39,10 +40,11 @@ def gpus_by_node(job: Job) -> dict[str, int]:
 
 
 # the node views of the last call: (node views tuple, GPUs per node, the most GPUs of one model:
-# the most one job can hold, free GPUs per available node); a new tuple is compared node by
-# node with the last one (the simulator hands in the same view object for a node that did not
-# change)
+# the most one job can hold, free GPUs per available node); a new tuple is compared with the
+# last one at the positions whose view changed (``ViewChanges``: the simulator hands in the
+# same view object for a node that did not change)
 _NODES: list = [None, 8, 0, {}]
+_CHANGES = ViewChanges()
 
 
 def _nodes_state(cluster: Cluster) -> list:
@@ -52,10 +54,10 @@ def _nodes_state(cluster: Cluster) -> list:
     if old is nodes:
         return c
     free = c[3]
-    if old is not None and len(old) == len(nodes):
-        for a, b in zip(old, nodes):
-            if a is b:
-                continue
+    changed = _CHANGES.changed(nodes, cluster.nodes_log, cluster.nodes_version)
+    if old is not None and changed is not None and len(old) == len(nodes):
+        for i in changed:
+            a, b = old[i], nodes[i]
             if a.name != b.name or len(a.gpus) != len(b.gpus):
                 break
             f, _, avail = node_facts(b)

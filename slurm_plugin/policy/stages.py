@@ -97,8 +97,8 @@ def _joins_busy_gpu(p: Placement, cluster: Cluster) -> bool:
     """Whether ``p`` pins GPUs that hold jobs now (a share with jobs already there)."""
     if not p.nodes or not p.gpu_indexes or p.share_mode == "exclusive":
         return False
-    by_name = {n.name: n for n in cluster.nodes}
-    node = by_name.get(p.nodes[0])
+    name = p.nodes[0]
+    node = next((n for n in cluster.nodes if n.name == name), None)
     return node is not None and any(g.index in p.gpu_indexes and not g.is_free
                                     for g in node.gpus)
 
@@ -113,6 +113,10 @@ class Stack:
         self.kinds = kinds                    # kind -> policy name (``plan``)
         self.offers = offers                  # name -> the kinds it offers
         self._merged: tuple = (None, {})      # (the caller's settings, each stage's own)
+        self._order = [(k, kinds[k]) for k in KINDS if k in kinds]     # ``stages()``
+        # each stage policy with the kinds it runs, in stage order (``reconcile``)
+        self._runs = {name: [k for k, n in self._order if n == name]
+                      for name in dict.fromkeys(kinds.values())}
         stage = [policies[n] for n in dict.fromkeys(kinds.values())]
         self.reads_carbon = any(getattr(p, "reads_carbon", False) for p in stage)
         self.reads_limit_use = any(getattr(p, "reads_limit_use", False) for p in stage)
@@ -122,7 +126,7 @@ class Stack:
 
     def stages(self) -> list[tuple[str, str]]:
         """(kind, policy name) in the order they run."""
-        return [(k, self.kinds[k]) for k in KINDS if k in self.kinds]
+        return list(self._order)
 
     def _ctx(self, name: str, ctx: Context) -> Context:
         """``ctx`` with the stage policy's own settings, over what the caller added beside
@@ -144,15 +148,15 @@ class Stack:
         return tuple(sorted(wanted))
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
-        draft = Placement(policy=self.name, gpus=request.gpus)
+        draft = {"policy": self.name, "gpus": request.gpus}   # the Placement's fields so far
         why: list[str] = []
         predicted: dict[str, float] = {}
         req, cluster = request, ctx.cluster
         elastic = request.min_gpus is not None and request.max_gpus is not None and \
             request.max_gpus > request.min_gpus
-        for kind, name in self.stages():
-            if kind in ("sharing", "placement") and draft.begin_s is not None and \
-                    draft.begin_s > ctx.now_s:
+        for kind, name in self._order:
+            begin_s = draft.get("begin_s")
+            if kind in ("sharing", "placement") and begin_s is not None and begin_s > ctx.now_s:
                 why.append(f"{kind} ({name}): skipped: the job starts later, where Slurm "
                            "finds room then")
                 continue
@@ -160,35 +164,34 @@ class Stack:
                 why.append(f"sharing ({name}): skipped: an elastic job ({request.min_gpus}-"
                            f"{request.max_gpus} GPUs) is resized onto whole GPUs")
                 continue
-            if kind == "placement" and draft.nodes:
+            if kind == "placement" and draft.get("nodes"):
                 why.append(f"placement ({name}): skipped: the job shares a GPU with jobs on "
-                           f"{','.join(draft.nodes)}")
+                           f"{','.join(draft['nodes'])}")
                 continue
             try:
-                got = self.policies[name].advise(req, replace(self._ctx(name, ctx),
-                                                              cluster=cluster))
+                got = self.policies[name].advise(req, self._ctx(name, ctx))
             except Exception as exc:            # one stage's fault never fails the job
                 why.append(f"{kind} ({name}): failed ({type(exc).__name__}: {exc}); the job "
                            "goes in as the stages before it decided")
                 break
-            draft = replace(draft, **{f: getattr(got, f) for f in FIELDS[kind]})
+            for f in FIELDS[kind]:
+                draft[f] = getattr(got, f)
             if kind == "sharing" and _joins_busy_gpu(got, cluster):
-                draft = replace(draft, nodes=got.nodes, gpu_indexes=got.gpu_indexes)
+                draft["nodes"], draft["gpu_indexes"] = got.nodes, got.gpu_indexes
             why += [f"{kind} ({name}): {w}" for w in got.why]
             predicted.update({f"{name}:{k}": v for k, v in got.predicted.items()})
             if kind == "sizing":
-                req = replace(req, gpus=draft.gpus, num_nodes=draft.num_nodes or req.num_nodes,
-                              min_gpus=None, max_gpus=None)
-        return replace(draft, why=tuple(why), predicted=predicted)
+                req = replace(req, gpus=draft["gpus"],
+                              num_nodes=draft["num_nodes"] or req.num_nodes, min_gpus=None,
+                              max_gpus=None)
+        return Placement(**draft, why=tuple(why), predicted=predicted)
 
     def reconcile(self, ctx: Context) -> tuple[Action, ...]:
         """Each stage policy's actions but those of a kind it offers and another policy runs;
         then at most one mutating action per job, by stage order (an action of a kind the
         policy does not offer, such as ones' hold by ``defer``, ranks as its first stage)."""
-        runs = {name: [k for k, n in self.stages() if n == name]
-                for name in dict.fromkeys(self.kinds.values())}
         keep: list[tuple[int, Action]] = []
-        for name, kinds in runs.items():
+        for name, kinds in self._runs.items():
             for a in self.policies[name].reconcile(self._ctx(name, ctx)):
                 kind = ACTION_KIND.get(a.kind, kinds[0])
                 if kind not in self.offers[name]:

@@ -35,9 +35,17 @@ class GpuReadings(Mapping):
         self._sim = sim
 
     def __getitem__(self, key: tuple[str, int]) -> GpuReading:
-        sim = self._sim
-        node = sim.node_by_name[key[0]]
-        g = node.gpus[key[1]]
+        node = self._sim.node_by_name[key[0]]
+        return self._reading(node, node.gpus[key[1]])
+
+    def get(self, key, default=None):
+        # Mapping.get goes through __getitem__ and a KeyError; policies call this per GPU
+        node = self._sim.node_by_name.get(key[0])
+        if node is None or not 0 <= key[1] < len(node.gpus):
+            return default
+        return self._reading(node, node.gpus[key[1]])
+
+    def _reading(self, node, g) -> GpuReading:
         jobs = g.jobs
         top_w = node.kind.max_w     # the limit of the node's own model
         if not jobs:
@@ -48,17 +56,8 @@ class GpuReadings(Mapping):
         else:
             mem = sum(j.cls.memory_mib for j in jobs)
             cap = min((j.cap_w for j in jobs if j.cap_w), default=top_w)
-        return GpuReading(key[0], g.index, g.power_w, 0.0, g.util_pct, mem, cap, sim.now)
-
-    def get(self, key, default=None):
-        # Mapping.get goes through __getitem__ and a KeyError; policies call this per GPU
-        try:
-            node = self._sim.node_by_name[key[0]]
-        except KeyError:
-            return default
-        if not 0 <= key[1] < len(node.gpus):
-            return default
-        return self[key]
+        return GpuReading(node.name, g.index, g.power_w, 0.0, g.util_pct, mem, cap,
+                          self._sim.now)
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         for n in self._sim.nodes:

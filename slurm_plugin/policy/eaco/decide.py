@@ -415,7 +415,8 @@ class Eaco:
         shards, of the model asked for, the first in node order and its node's GPU count:
         the share weights are per kind (``_Shares``)."""
         want = request.gpu_model.lower()
-        kinds = self._offers.refresh(ctx.cluster.nodes)
+        cluster = ctx.cluster
+        kinds = self._offers.refresh(cluster.nodes, cluster.nodes_log, cluster.nodes_version)
         return [k for k in kinds if k[0].model.lower() == want] if want else kinds
 
     def _options(self, request: JobRequest, ctx: Context, s: EacoSettings, shares: _Shares,
@@ -468,11 +469,14 @@ class Eaco:
         index = self._index.get(kind)
         if index is None:
             index = self._index[kind] = KindIndex()
-        index.refresh(ctx.cluster.nodes, weight_of, build)
+        cluster = ctx.cluster
+        index.refresh(cluster.nodes, weight_of, build, cluster.nodes_log, cluster.nodes_version)
         order: list[tuple] = []
         for pos, (m, part) in index.busy.items():
             busy, free, shared = part[0], part[1], part[2]
-            extend = _extend_s(m.idle, now, run_s)
+            # _extend_s of a node holding jobs (not empty), inline: it runs for every one
+            at = m.idle[1]
+            extend = 0.0 if run_s is None or at is None else max(0.0, now + run_s - max(now, at))
             if len(free) >= k:
                 order.append((extend, True, 0.0, -busy, pos, m.node, part))
             if shared and len(shared) + len(free) >= k:

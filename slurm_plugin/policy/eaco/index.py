@@ -17,6 +17,7 @@ import bisect
 from collections.abc import Callable, Sequence
 
 from ...model import Gpu, Node
+from ..view_changes import ViewChanges
 
 
 class NodeMemo:
@@ -58,10 +59,10 @@ class KindIndex:
     their positions in cluster order (``empty``); the node views and share weights (per kind
     of node) they were built from; the nodes rebuilt on every call (``volatile``)."""
 
-    __slots__ = ("views", "weights", "busy", "idle", "empty", "volatile")
+    __slots__ = ("changes", "weights", "busy", "idle", "empty", "volatile")
 
     def __init__(self) -> None:
-        self.views: list[Node | None] = []
+        self.changes = ViewChanges()
         self.weights: dict[int, int] = {}
         self.busy: dict[int, tuple[NodeMemo, tuple]] = {}
         self.idle: dict[int, tuple[NodeMemo, tuple]] = {}
@@ -69,26 +70,25 @@ class KindIndex:
         self.volatile: set[int] = set()
 
     def refresh(self, nodes: Sequence[Node], weight_of: Callable[[int], int],
-                build: Refresh) -> None:
+                build: Refresh, log=None, version: int | None = None) -> None:
         """Bring the index to ``nodes``: every node again when the cluster's length or a share
         weight (``weight_of``: the job's weight per kind of node now) changed, else only the
-        nodes whose view changed and the volatile ones."""
-        views = self.views
-        if len(views) != len(nodes) or any(weight_of(k) != w for k, w in self.weights.items()):
-            self.views = views = [None] * len(nodes)
+        nodes whose view changed (``log``, ``version``: the cluster's node log, as
+        ``ViewChanges`` reads it) and the volatile ones."""
+        changed: Sequence[int] | None = self.changes.changed(nodes, log, version)
+        if changed is None or any(weight_of(k) != w for k, w in self.weights.items()):
             self.weights = {}
             self.busy, self.idle, self.empty = {}, {}, {}
             self.volatile = set()
-            changed: Sequence[int] = range(len(nodes))
+            changed = range(len(nodes))
+        elif self.volatile:
+            changed = sorted(set(changed) | self.volatile)
         else:
-            changed = [pos for pos, (a, b) in enumerate(zip(nodes, views)) if a is not b]
-            if self.volatile:
-                changed = sorted(set(changed) | self.volatile)
+            changed = sorted(changed)
         for pos in changed:
             node = nodes[pos]
             self._drop(pos)
             m, part, cacheable = build(pos, node)
-            views[pos] = node
             if not cacheable:
                 self.volatile.add(pos)
             if m.kind_id >= 0:
@@ -120,23 +120,23 @@ class OfferIndex:
     the kinds again only when one of those offers other kinds than before (jobs coming and
     going change views, not kinds)."""
 
-    __slots__ = ("views", "offers", "kinds")
+    __slots__ = ("changes", "offers", "kinds")
 
     def __init__(self) -> None:
-        self.views: list[Node] = []
+        self.changes = ViewChanges()
         self.offers: list[tuple[tuple[tuple, Gpu], ...]] = []   # per node position
         self.kinds: list[tuple[Gpu, int]] = []
 
-    def refresh(self, nodes: Sequence[Node]) -> list[tuple[Gpu, int]]:
-        views = self.views
-        if len(views) != len(nodes):
-            self.views, self.offers = list(nodes), [_offers(n) for n in nodes]
+    def refresh(self, nodes: Sequence[Node], log=None,
+                version: int | None = None) -> list[tuple[Gpu, int]]:
+        changed = self.changes.changed(nodes, log, version)
+        if changed is None:
+            self.offers = [_offers(n) for n in nodes]
             self._list()
             return self.kinds
         moved = False
-        for pos in [pos for pos, (a, b) in enumerate(zip(nodes, views)) if a is not b]:
+        for pos in changed:
             got = _offers(nodes[pos])
-            views[pos] = nodes[pos]
             if [k for k, _ in got] != [k for k, _ in self.offers[pos]]:
                 self.offers[pos] = got
                 moved = True
@@ -146,7 +146,7 @@ class OfferIndex:
 
     def _list(self) -> None:
         kinds: dict[tuple, tuple[Gpu, int]] = {}
-        for node, offers in zip(self.views, self.offers):
+        for node, offers in zip(self.changes.views, self.offers):
             for key, g in offers:
                 kinds.setdefault(key, (g, len(node.gpus)))
         self.kinds = list(kinds.values())

@@ -26,6 +26,7 @@ with a warning, and nothing is re-planned.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from functools import lru_cache
 
 from ...errors import ConfigError, InputError
@@ -36,6 +37,7 @@ from ..base import Context, carbon_missing, plain_placement
 from ..model_groups import cluster_models, node_model
 from ..powersave import POWER_SAVE
 from ..queue import queue_tier
+from ..view_changes import ViewChanges
 from .observe import LAST_S, OBSERVE_S, observe, weight
 from .place import place
 from .predict import CarbonCurve
@@ -46,7 +48,41 @@ NAME = "greenflow"
 MOVE_S = 1800.0          # a re-planned start closer than this to the current one stays put
 
 
-_SHAPE: list = [None, 8, ()]    # (the nodes tuple last measured, its GPUs per node, models)
+class _Shape:
+    """The most GPUs a node has and the GPU models of the nodes in node order, with what they
+    are made of per node position (its GPU count and first GPU's model), made again only when
+    that changes at some position."""
+
+    __slots__ = ("changes", "facts", "gpus_per_node", "models")
+
+    def __init__(self) -> None:
+        self.changes = ViewChanges()
+        self.facts: list[tuple[int, str]] = []
+        self.gpus_per_node, self.models = 8, ()
+
+    def of(self, cluster: Cluster) -> tuple[int, tuple[str, ...]]:
+        nodes = cluster.nodes
+        changed = self.changes.changed_in(cluster)
+        if changed is None:
+            self.facts = [_facts(n) for n in nodes]
+        else:
+            moved = False
+            for i in changed:
+                got = _facts(nodes[i])
+                if got != self.facts[i]:
+                    self.facts[i], moved = got, True
+            if not moved:
+                return self.gpus_per_node, self.models
+        self.gpus_per_node = max((f[0] for f in self.facts), default=8)
+        self.models = cluster_models(cluster) or ("V100",)
+        return self.gpus_per_node, self.models
+
+
+def _facts(node) -> tuple[int, str]:
+    return len(node.gpus), node.gpus[0].model if node.gpus else ""
+
+
+_SHAPE = _Shape()
 _CURVE: list = [None, None, None]   # the last curve: (intensity now, forecast points, curve)
 
 
@@ -60,12 +96,8 @@ def _curve(now_gco2_per_kwh: float, points: tuple) -> CarbonCurve:
 
 def _shape(cluster: Cluster) -> tuple[int, tuple[str, ...]]:
     """The most GPUs a node has and the GPU models of the nodes in node order (``V100`` on a
-    cluster without GPUs); kept for the same nodes tuple: a simulation hands the same one to
-    every pass until a node changes."""
-    if cluster.nodes is not _SHAPE[0]:
-        _SHAPE[:] = [cluster.nodes, max(map(len, [n.gpus for n in cluster.nodes]), default=8),
-                     cluster_models(cluster) or ("V100",)]
-    return _SHAPE[1], _SHAPE[2]
+    cluster without GPUs); made again only when a node's GPU count or model changes."""
+    return _SHAPE.of(cluster)
 
 
 def _gpu_options(req: JobRequest, gpn: int) -> tuple[int, ...]:
@@ -232,7 +264,9 @@ class GreenFlow:
         if seen is None:
             return ()
         actions = [Action(kind="observe", job_id="", policy=self.name, predicted=seen)]
-        history = {**ctx.history, **seen}
+        history = ChainMap(seen, ctx.history)      # this pass's view, without copying the history
+        cluster_w = weight(s, history)
+        account_w: dict[str, float] = {}            # each account's weight, read once a pass
         now = ctx.now_s
         curve = _curve(r.carbon_g_per_kwh, tuple(r.carbon_forecast))
         day_ci = curve.mean_gco2_per_kwh(now, now + DAY_S)
@@ -242,8 +276,11 @@ class GreenFlow:
         # each running job's caps and power are those of its nodes' model
         model_of = {n.name: node_model(n) for n in ctx.cluster.nodes} if len(models) > 1 \
             else {}
-        free = None if any(j.pending and (j.begin_s is None or j.begin_s <= now)
-                           for j in ctx.cluster.jobs.values()) else free_per_node(ctx.cluster)
+        # with no job queued, running elastic jobs may be resized (``size.py``): the free GPUs
+        # per node are read when the first one is looked at
+        may_resize = not any(j.pending and (j.begin_s is None or j.begin_s <= now)
+                             for j in ctx.cluster.jobs.values())
+        free: dict[str, int] | None = None
         resizes = 0
         for job in ctx.cluster.jobs.values():
             if job.running:
@@ -252,13 +289,17 @@ class GreenFlow:
             elif not (job.pending and job.begin_s is not None and job.begin_s > ctx.now_s
                       and job.slack_s):
                 continue    # the queue, or eligible already: nothing to re-plan (cheaply)
-            w = weight(s, history, job.account)
+            w = account_w.get(job.account)
+            if w is None:
+                w = account_w[job.account] = weight(s, history, job.account)
             w_now = min(1.0, w * dirty)
             if job.running:
                 model = model_of.get(job.nodes[0], models[0]) if job.nodes else models[0]
                 caps_w = s.caps_for(model)
                 gpus = len(job.uses) or job.gpus * job.num_nodes
-                if free is not None and resizes < MAX_RESIZES_PER_PASS and is_resizable(job):
+                if may_resize and resizes < MAX_RESIZES_PER_PASS and is_resizable(job):
+                    if free is None:
+                        free = free_per_node(ctx.cluster)
                     a = resize(job, now, free, gpn,
                                lambda g, app=job.app: capped_job(app, g, None, model, gpn)[0],
                                idle_power_w(model), base_w, curve.mean_gco2_per_kwh, w,
@@ -277,7 +318,7 @@ class GreenFlow:
                                                                       gpn),
                                           why=f"carbon weight {w_now:.1f} this hour"
                                           + (f" (account {job.account}'s budget)"
-                                             if w > weight(s, history) else "")))
+                                             if w > cluster_w else "")))
             elif s.may_shift(job.partition):
                 end = job.submit_s + job.slack_s
                 starts = [now] + [t for t, _ in curve.points if now < t <= end]

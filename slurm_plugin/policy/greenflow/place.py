@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ...model import Cluster, Node
 from ..model_groups import model_key, node_model
+from ..view_changes import ViewChanges
 
 
 def block_size(gpus: int) -> int:
@@ -37,53 +38,98 @@ def _buddy(free, count: int, gpus: int) -> tuple[int, ...] | None:
     if size > count:
         return None
     for start in range(0, count - size + 1, size):
-        if all(i in free for i in range(start, start + size)):
+        if free.issuperset(range(start, start + size)):
             return tuple(range(start, start + gpus))
     return None
 
 
 class _Row:
     """One node view's facts for placement: whether it takes jobs (it has GPUs and is
-    available), its free GPU indexes, its switch, its GPU model (``model_key``), whether it is
-    whole (every GPU free), and its buddy blocks per GPU count (worked out when first asked)."""
+    available), its free GPU indexes, its switch, its GPU model (``model_key``) and whether it
+    is whole (every GPU free)."""
 
-    __slots__ = ("node", "available", "free", "switch", "model", "gpus", "whole", "blocks")
+    __slots__ = ("node", "available", "free", "switch", "model", "gpus", "whole")
 
     def __init__(self, node: Node) -> None:
+        gpus = node.gpus
         self.node = node
-        self.available = bool(node.gpus) and node.available
-        self.free = frozenset(g.index for g in node.gpus if g.is_free)
-        self.switch = switch_of(node)
+        self.available = bool(gpus) and node.available
+        self.free = frozenset([g.index for g in gpus if g.is_free])
+        self.switch = switch_of(node) if node.features else ""
         self.model = model_key(node_model(node))
-        self.gpus = len(node.gpus)
+        self.gpus = len(gpus)
         self.whole = len(self.free) == self.gpus
-        self.blocks: dict[int, tuple[int, ...] | None] = {}
 
-    def block(self, gpus: int) -> tuple[int, ...] | None:
-        got = self.blocks.get(gpus, False)
-        if got is False:
-            got = self.blocks[gpus] = _buddy(self.free, self.gpus, gpus)
+
+class _Index:
+    """Per node position, the row of the view last seen there (node views are frozen and a
+    cluster hands a changed node a new view, so a row is good while its view is the same
+    object); how many rows each switch has; and per (GPU count, model key or None: any model)
+    asked for, the one-node spots: position -> (free GPUs, node name, position, buddy block)
+    of each available node of the model with a free block for the count, made again (when
+    next asked for) at the positions whose view changed: a decision reads the same rows and
+    spots as when built afresh."""
+
+    __slots__ = ("changes", "rows", "switches", "spots")
+
+    def __init__(self) -> None:
+        self.changes = ViewChanges()
+        self.rows: list[_Row] = []
+        self.switches: dict[str, int] = {}
+        # (GPU count, model key) -> [position -> spot, positions to look at again]
+        self.spots: dict[tuple[int, str | None], list] = {}
+
+    def refresh(self, cluster: Cluster) -> None:
+        changed = self.changes.changed_in(cluster)
+        if changed is None:
+            self.rows = [_Row(n) for n in cluster.nodes]
+            self.switches, self.spots = {}, {}
+            for r in self.rows:
+                self.switches[r.switch] = self.switches.get(r.switch, 0) + 1
+            return
+        rows, nodes = self.rows, cluster.nodes
+        for pos in changed:
+            old = rows[pos]
+            row = rows[pos] = _Row(nodes[pos])
+            if row.switch != old.switch:
+                self.switches[row.switch] = self.switches.get(row.switch, 0) + 1
+                left = self.switches.pop(old.switch) - 1
+                if left:
+                    self.switches[old.switch] = left
+        if changed:
+            for entry in self.spots.values():
+                entry[1].update(changed)
+
+    def available(self, key: str | None) -> list[_Row]:
+        """The available rows with GPUs, of the model ``key`` (None: any), in node order."""
+        return [r for r in self.rows if r.available and (key is None or r.model == key)]
+
+    def spots_for(self, gpus: int, key: str | None) -> dict[int, tuple]:
+        entry = self.spots.get((gpus, key))
+        if entry is None:
+            entry = self.spots[(gpus, key)] = [{}, set(range(len(self.rows)))]
+        got, stale = entry
+        for pos in stale:
+            spot = _spot(self.rows[pos], pos, gpus, key)
+            if spot is None:
+                got.pop(pos, None)
+            else:
+                got[pos] = spot
+        stale.clear()
         return got
 
 
-# per node position, the row of the view last seen there: node views are frozen and a cluster
-# hands a changed node a new view, so a row is good while its view is the same object
-_ROWS: list[_Row] = []
+def _spot(row: _Row, pos: int, gpus: int, key: str | None) -> tuple | None:
+    """(free GPUs, node name, position, block) of a row a one-node job of ``gpus`` GPUs of
+    the model ``key`` may take, or None."""
+    if not row.available or (key is not None and row.model != key) or row.gpus < gpus \
+            or len(row.free) < gpus:
+        return None
+    block = _buddy(row.free, row.gpus, gpus)
+    return None if block is None else (len(row.free), row.node.name, pos, block)
 
 
-def _available(views) -> list[_Row]:
-    """The row of each available node with GPUs."""
-    rows = _ROWS
-    if len(rows) != len(views):
-        rows[:] = [_Row(n) for n in views]
-    out = []
-    for i, n in enumerate(views):
-        row = rows[i]
-        if row.node is not n:
-            row = rows[i] = _Row(n)
-        if row.available:
-            out.append(row)
-    return out
+_INDEX = _Index()
 
 
 def place(cluster: Cluster, gpus_per_node: int, num_nodes: int, gpu_model: str | None = None
@@ -91,27 +137,24 @@ def place(cluster: Cluster, gpus_per_node: int, num_nodes: int, gpu_model: str |
     """(nodes, GPU indexes on a single node) for a job now, on nodes of ``gpu_model`` (None:
     any node, and a job over several nodes on nodes of one model), or None when it does not
     fit."""
-    nodes = _available(cluster.nodes)
-    if gpu_model is not None:
-        key = model_key(gpu_model)
-        nodes = [r for r in nodes if r.model == key]
-    elif num_nodes > 1 and len({r.model for r in nodes}) > 1:
-        return _one_model(cluster, gpus_per_node, num_nodes, nodes)
-    free_per_switch: dict[str, int] = {}
-    for r in nodes:
-        free_per_switch[r.switch] = free_per_switch.get(r.switch, 0) + r.whole
+    index = _INDEX
+    index.refresh(cluster)
+    key = None if gpu_model is None else model_key(gpu_model)
     if num_nodes == 1:
-        best = None
-        for r in nodes:
-            if r.gpus < gpus_per_node or len(r.free) < gpus_per_node:
-                continue
-            block = r.block(gpus_per_node)
-            if block is None:
-                continue
-            key = (len(r.free), free_per_switch[r.switch], r.node.name)
-            if best is None or key < best[0]:
-                best = (key, r.node.name, block)
-        return None if best is None else ((best[1],), best[2])
+        spots = index.spots_for(gpus_per_node, key)
+        if not spots:
+            return None
+        if len(index.switches) <= 1:      # one switch: the fullest node, then node order
+            best = min(spots.values())
+        else:
+            free_per_switch = _whole_per_switch(index.available(key))
+            rows = index.rows
+            best = min(spots.values(), key=lambda e: (e[0], free_per_switch[rows[e[2]].switch],
+                                                      e[1], e[2]))
+        return (best[1],), best[3]
+    nodes = index.available(key)
+    if key is None and len({r.model for r in nodes}) > 1:
+        return _one_model(cluster, gpus_per_node, num_nodes, nodes)
     whole = [(r.node, r.switch) for r in nodes if r.whole and r.gpus >= gpus_per_node]
     if len(whole) < num_nodes:
         return None
@@ -128,6 +171,14 @@ def place(cluster: Cluster, gpus_per_node: int, num_nodes: int, gpu_model: str |
         if len(chosen) == num_nodes:
             break
     return tuple(chosen), ()
+
+
+def _whole_per_switch(rows: list[_Row]) -> dict[str, int]:
+    """Per switch, how many of ``rows`` have every GPU free."""
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r.switch] = out.get(r.switch, 0) + r.whole
+    return out
 
 
 def _one_model(cluster: Cluster, gpus_per_node: int, num_nodes: int,

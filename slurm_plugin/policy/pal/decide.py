@@ -15,19 +15,17 @@ earlier for every that long it has waited). Never moves a running job.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from ...model import Action, Cluster, Job, JobRequest, Node, Placement
 from ...physics import job_class
 from ..base import Context, plain_placement
 from ..model_groups import by_model
 from ..queue import AGE_CHECKS, MAX_TIER, age_tiers, queue_tier, tiered_pending
+from ..view_changes import ViewChanges
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Iterator
-
 
 MAX_MOVES = 16      # queue-tier moves (aging) a reconcile pass makes at most
 
@@ -43,10 +41,16 @@ def job_pal_class(request: JobRequest | Job, s: PalSettings) -> str:
 
 class _NodeCache:
     """Per node view (an unchanged view is the same object): whether it is available and its
-    free GPUs sorted by factor, per class. Looked up by name, checked by identity."""
+    free GPUs sorted by factor, per class. Looked up by name, checked by identity. And per
+    (class, GPUs per node) asked for, the candidate of each node position with room
+    (``_candidate``), made again for the positions whose view changed since."""
 
     def __init__(self) -> None:
         self.views: dict[str, list] = {}
+        self.prof: Profile | None = None
+        self.changes = ViewChanges()        # the views the candidates were made of
+        # (class index, GPUs per node) -> [position -> candidate, positions to make again]
+        self.cands: dict[tuple[int, int], list] = {}
 
     def free_sorted(self, node: Node, prof: Profile, ci: int) -> list[tuple[float, int]]:
         hit = self.views.get(node.name)
@@ -67,15 +71,39 @@ class _NodeCache:
             hit[3][ci] = lst
         return lst
 
+    def candidates(self, cluster: Cluster, prof: Profile, ci: int, per_node: int
+                   ) -> dict[int, tuple]:
+        """Position -> candidate of every node with ``per_node`` free GPUs."""
+        nodes = cluster.nodes
+        changed = self.changes.changed_in(cluster)
+        if changed is None or prof is not self.prof:
+            self.prof, self.cands = prof, {}
+        elif changed:
+            for entry in self.cands.values():
+                entry[1].update(changed)
+        entry = self.cands.get((ci, per_node))
+        if entry is None:
+            entry = self.cands[(ci, per_node)] = [{}, set(range(len(nodes)))]
+        got, stale = entry
+        for pos in stale:
+            node = nodes[pos]
+            c = _candidate(pos, node, self.free_sorted(node, prof, ci), per_node)
+            if c is None:
+                got.pop(pos, None)
+            else:
+                got[pos] = c
+        stale.clear()
+        return got
 
-def _candidates(cluster: Cluster, per_node: int, prof: Profile, ci: int, cache: _NodeCache
-                ) -> Iterator[tuple[float, int, int, Node, list[tuple[float, int]]]]:
-    free_sorted = cache.free_sorted
-    for pos, node in enumerate(cluster.nodes):
-        free = free_sorted(node, prof, ci)
-        if len(free) >= per_node:
-            chosen = free[:per_node]
-            yield chosen[-1][0], len(free) - per_node, pos, node, chosen
+
+def _candidate(pos: int, node: Node, free: list[tuple[float, int]], per_node: int
+               ) -> tuple[float, int, int, Node, list[tuple[float, int]]] | None:
+    """(slowdown factor of the set, free GPUs left, position, node, the set: its ``per_node``
+    best free GPUs) of a node, None without room."""
+    if len(free) < per_node:
+        return None
+    chosen = free[:per_node]
+    return chosen[-1][0], len(free) - per_node, pos, node, chosen
 
 
 class Pal:
@@ -100,7 +128,8 @@ class Pal:
             pl = plain_placement(self.name, request, f"pal: jobs are waiting; Slurm places the "
                                  f"class {cls} job in its turn")
             return pl if nice is None else _with(pl, nice=nice)
-        cands = list(_candidates(ctx.cluster, request.gpus, prof, ci, self._cache))
+        got = self._cache.candidates(ctx.cluster, prof, ci, request.gpus)
+        cands = list(got.values()) if n == 1 else sorted(got.values(), key=lambda c: c[2])
         # one node is of one model; several: each model's choice, the lowest slowdown taken
         groups = [cands] if n == 1 else by_model(cands, lambda c: c[3])
         picks = [_pick(g, n, s.tolerance) for g in groups if len(g) >= n]
@@ -150,11 +179,17 @@ class Pal:
                                MAX_MOVES, tier_of, _tier_key, ctx.history))
 
 
+_FIT = itemgetter(1, 0, 2)     # a candidate's best fit order: GPUs left, slowdown, position
+
+
 def _pick(cands: list, n: int, tolerance: float) -> tuple[list, float]:
     """The ``n`` candidate nodes taken (``n <= len(cands)``) and the slowdown threshold: the
     lowest slowdown some free set offers (the n-th best over n nodes) plus the tolerance;
     under it, the best fit wins (else the lowest slowdowns)."""
-    floor = sorted(c[0] for c in cands)[n - 1] if n > 1 else min(c[0] for c in cands)
+    if n == 1:      # positions differ: the candidates' order does not matter
+        limit = min(cands)[0] * (1.0 + tolerance) + 1e-12
+        return [min([c for c in cands if c[0] <= limit], key=_FIT)], limit
+    floor = sorted(c[0] for c in cands)[n - 1]
     limit = floor * (1.0 + tolerance) + 1e-12
     under = [c for c in cands if c[0] <= limit]
     best = sorted(under, key=lambda c: (c[1], c[0], c[2]))[:n] if len(under) >= n \
