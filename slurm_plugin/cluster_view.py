@@ -21,6 +21,7 @@ of another cluster, of an unknown format version, cut short, from the future, or
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
@@ -121,7 +122,19 @@ def _check_owner(path: str, st: os.stat_result, uids: set[int], what: str) -> No
 
 def read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
     """The view at ``path`` as (snapshot, readings); ``ViewRefused`` with the reason when it
-    cannot be decided from."""
+    cannot be decided from. The cyclic garbage collector is off meanwhile (then as it was):
+    a large view makes millions of objects and no cycle, and each full collection would walk
+    every live one."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read(path, cfg, now_s)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
     uids = _trusted_uids(cfg)
     try:
         _check_owner(path, os.stat(os.path.dirname(os.path.abspath(path))), uids,
