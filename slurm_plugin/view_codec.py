@@ -7,9 +7,8 @@ it must never run code. Only what a policy reads is kept; a job's free-text comm
 of other users' jobs than ``squeue`` does.
 
 Jobs, GPUs, GPU readings and progress are tables: the field names once (``*_fields``), then
-one list of values per record in that order. A site of 10,000 nodes and 100,000 jobs reads
-its view in a quarter of the time objects with named keys took (benchmarks/bench_view.py),
-at a third of the size. A reader whose records have the same fields builds each record from
+one list of values per record in that order: at 1,000 nodes and 10,000 jobs a third of the
+size of records with named keys, and a quarter of the time to read (benchmarks/bench_view.py). A reader whose records have the same fields builds each record from
 its row directly; one whose fields differ (a view written by another wattbatch release) maps
 the rows by name, taking its defaults for fields the writer did not know and leaving out
 those it does not know.
