@@ -182,7 +182,8 @@ def main() -> None:
                            row["slurm-default"]["avg_jct_s"])
         print(f"  {'energy bound at its avg JCT':28} "
               + (f"{at_jct:>11,.0f}" if at_jct is not None else f"{'none':>11}")
-              + "   (no schedule with slurm-default's average JCT or less needs less)")
+              + "   (at the oracle's prices, which throttled shared GPUs beat: an estimate "
+              "of the least at slurm-default's average JCT)")
         priced = priced_bound(args.trace, args.variability, n, args.limit_jobs, args.seed)
         print(f"  {'bound priced w/ interference':28} {priced:>11,.0f}   (within the share "
               "limit, co-location and throttle priced as the simulator does)")

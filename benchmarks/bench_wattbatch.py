@@ -6,10 +6,14 @@ Submits the same small held job N times each way (interleaved, so all see the sa
 cancels each job right after its submission, and prints the medians and the median added latency of each path
 (goal: <= 50 ms on both). ``--share``: the co-location path (policy eaco, ``--wb-share
 --wb-app resnet18``, with two shared jobs running first, so the policy reads the snapshot and
-the GPU readings and renders the shared-GPU template).
+the GPU readings and renders the shared-GPU template). ``--view``: wattbatch decides from the
+cluster view (docs/scale.md), not from squeue: a copy of the site config with ``[view] path``
+in a temporary directory, written by one ``wattctl reconcile`` pass (policy slurm-default, its
+own state directory: nothing changes in Slurm) before the runs; a first submission with
+``--wb-explain`` must say it decided from the view.
 
     eval "$(.venv/bin/wattctl localcluster env)"
-    python benchmarks/bench_wattbatch.py [-n 30] [--policy NAME] [--share] [--wattbatch CMD]
+    python benchmarks/bench_wattbatch.py [-n 30] [--policy NAME] [--share] [--view] [--wattbatch CMD]
 
 ``--wattbatch`` defaults to the installed ``wattbatch`` command, else ``python -m wrapper.cli``.
 It refuses to run without ``SLURM_CONF`` set to a file other than /etc/slurm/slurm.conf (the
@@ -67,12 +71,35 @@ def shim_env(wb: list[str], policy: str, tmp: str) -> dict[str, str]:
     return env
 
 
+def view_env(tmp: str) -> dict[str, str]:
+    """The environment of a site whose submissions decide from a view just published."""
+    site = os.environ.get("WATTBATCH_SITE_CONFIG", "")
+    if not site or not Path(site).is_file():
+        sys.exit(f"bench: --view: WATTBATCH_SITE_CONFIG={site or '(unset)'}: the local cluster's "
+                 "site config is needed (its environment sets it)")
+    folder = os.path.join(tmp, "view")
+    os.makedirs(folder, mode=0o755)
+    copy = Path(tmp) / "site.toml"
+    copy.write_text(Path(site).read_text() + f'\n[view]\npath = "{folder}/cluster.json"\n'
+                    "max_age_s = 3600.0\n")
+    env = dict(os.environ, WATTBATCH_SITE_CONFIG=str(copy))
+    wattctl = [shutil.which("wattctl")] if shutil.which("wattctl") else [
+        sys.executable, "-m", "slurm_plugin.cli"]
+    done = subprocess.run([*wattctl, "reconcile", "--policy", "slurm-default", "--state-dir",
+                           os.path.join(tmp, "state")], capture_output=True, text=True, env=env)
+    if done.returncode != 0 or not os.path.isfile(os.path.join(folder, "cluster.json")):
+        sys.exit(f"bench: --view: the reconcile pass wrote no view ({done.returncode}): "
+                 f"{done.stderr.strip()[-500:]}")
+    return env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=30, help="submissions each way (default 30, >= 1)")
     ap.add_argument("--policy", default="", help="wattbatch --wb-policy NAME (default: site's)")
     ap.add_argument("--wattbatch", default="", help="command that runs wattbatch")
     ap.add_argument("--share", action="store_true", help="the co-location path (eaco)")
+    ap.add_argument("--view", action="store_true", help="decide from a published cluster view")
     args = ap.parse_args()
     if args.n < 1:
         ap.error(f"-n {args.n}: give at least 1 submission each way")
@@ -96,14 +123,23 @@ def main() -> None:
         Path(script).write_text(SCRIPT)
         os.makedirs(os.path.join(tmp, "shim"), exist_ok=True)
         shimmed = shim_env(wb, args.policy, os.path.join(tmp, "shim"))
-        ways = {"sbatch": (sbatch, None), "direct": (direct, None),
+        ours = None
+        if args.view:
+            ours = view_env(tmp)
+            shimmed["WATTBATCH_SITE_CONFIG"] = ours["WATTBATCH_SITE_CONFIG"]
+            done = subprocess.run([*direct, "--wb-dry-run", "--wb-explain", script],
+                                  capture_output=True, text=True, env=ours)
+            if "cluster view" not in done.stderr:
+                sys.exit(f"bench: --view: wattbatch did not decide from the view: "
+                         f"{done.stderr.strip()[-800:]}")
+        ways = {"sbatch": (sbatch, None), "direct": (direct, ours),
                 "shim": (["sbatch", *share], shimmed)}
         try:
             if args.share:                                          # jobs to share with
                 for _ in range(2):
                     done = subprocess.run([*direct, "--parsable", "--job-name=bench",
                                            "--output=/dev/null", "--wrap=sleep 900"],
-                                          capture_output=True, text=True)
+                                          capture_output=True, text=True, env=ours)
                     if job_id(done.stdout):
                         ids.append(job_id(done.stdout))
                     if done.returncode != 0 or not job_id(done.stdout):
@@ -127,7 +163,8 @@ def main() -> None:
                                env=dict(os.environ, SLURM_CONF=conf))
     plain = statistics.median(times["sbatch"])
     print(f"submissions each way: {args.n}   wattbatch: {' '.join(direct)}"
-          + ("   (co-location path: 2 shared jobs running)" if args.share else ""))
+          + ("   (co-location path: 2 shared jobs running)" if args.share else "")
+          + ("   (deciding from the cluster view)" if args.view else ""))
     print(f"sbatch               median {plain * 1e3:7.1f} ms")
     for name, label in (("direct", "wattbatch"), ("shim", "sbatch -> shim -> wattbatch")):
         ours = statistics.median(times[name])
