@@ -8,9 +8,11 @@ cancels each job right after its submission, and prints the medians and the medi
 --wb-app resnet18``, with two shared jobs running first, so the policy reads the snapshot and
 the GPU readings and renders the shared-GPU template). ``--view``: wattbatch decides from the
 cluster view (docs/scale.md), not from squeue: a copy of the site config with ``[view] path``
-in a temporary directory, written by one ``wattctl reconcile`` pass (policy slurm-default, its
-own state directory: nothing changes in Slurm) before the runs; a first submission with
-``--wb-explain`` must say it decided from the view.
+in a temporary directory, written by one ``wattctl reconcile`` pass (with its own state
+directory, run before any job of the bench: it has none to act on), the pass of the
+policy under test, so the view holds what it reads; a first submission with ``--wb-explain``
+must say it decided from the view (a policy that reads no snapshot, such as slurm-default,
+reads nothing from it).
 
     eval "$(.venv/bin/wattctl localcluster env)"
     python benchmarks/bench_wattbatch.py [-n 30] [--policy NAME] [--share] [--view] [--wattbatch CMD]
@@ -71,8 +73,9 @@ def shim_env(wb: list[str], policy: str, tmp: str) -> dict[str, str]:
     return env
 
 
-def view_env(tmp: str) -> dict[str, str]:
-    """The environment of a site whose submissions decide from a view just published."""
+def view_env(tmp: str, policy: str) -> dict[str, str]:
+    """The environment of a site whose submissions decide from a view just published by a pass
+    of ``policy`` (the site's when empty), so the view holds what that policy reads."""
     site = os.environ.get("WATTBATCH_SITE_CONFIG", "")
     if not site or not Path(site).is_file():
         sys.exit(f"bench: --view: WATTBATCH_SITE_CONFIG={site or '(unset)'}: the local cluster's "
@@ -85,8 +88,9 @@ def view_env(tmp: str) -> dict[str, str]:
     env = dict(os.environ, WATTBATCH_SITE_CONFIG=str(copy))
     wattctl = [shutil.which("wattctl")] if shutil.which("wattctl") else [
         sys.executable, "-m", "slurm_plugin.cli"]
-    done = subprocess.run([*wattctl, "reconcile", "--policy", "slurm-default", "--state-dir",
-                           os.path.join(tmp, "state")], capture_output=True, text=True, env=env)
+    done = subprocess.run([*wattctl, "reconcile", *(["--policy", policy] if policy else []),
+                           "--state-dir", os.path.join(tmp, "state")],
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0 or not os.path.isfile(os.path.join(folder, "cluster.json")):
         sys.exit(f"bench: --view: the reconcile pass wrote no view ({done.returncode}): "
                  f"{done.stderr.strip()[-500:]}")
@@ -125,13 +129,14 @@ def main() -> None:
         shimmed = shim_env(wb, args.policy, os.path.join(tmp, "shim"))
         ours = None
         if args.view:
-            ours = view_env(tmp)
+            ours = view_env(tmp, args.policy)
             shimmed["WATTBATCH_SITE_CONFIG"] = ours["WATTBATCH_SITE_CONFIG"]
             done = subprocess.run([*direct, "--wb-dry-run", "--wb-explain", script],
                                   capture_output=True, text=True, env=ours)
-            if "cluster view" not in done.stderr:
-                sys.exit(f"bench: --view: wattbatch did not decide from the view: "
-                         f"{done.stderr.strip()[-800:]}")
+            if "cluster view" not in done.stdout + done.stderr:
+                sys.exit("bench: --view: wattbatch did not decide from the view (a policy "
+                         "that reads no snapshot, such as slurm-default, has nothing to read "
+                         f"from it: give --policy):\n{(done.stdout + done.stderr)[-800:]}")
         ways = {"sbatch": (sbatch, None), "direct": (direct, ours),
                 "shim": (["sbatch", *share], shimmed)}
         try:

@@ -87,7 +87,7 @@ def placed_job(outcome: Any, cluster: Cluster, job_id: str, now_s: float) -> Job
 
 def with_jobs(cluster: Cluster, jobs: list[Job]) -> Cluster:
     """``cluster`` with ``jobs`` it does not show yet, each GPU's holders counted again."""
-    from slurm_plugin.slurm.parse import attach_jobs
+    from slurm_plugin.holders import attach_jobs
     new = [j for j in jobs if j.job_id not in cluster.jobs]
     if not new:
         return cluster

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from functools import lru_cache, partial
-from operator import is_
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
@@ -23,8 +22,9 @@ from ..errors import ConfigError, InputError
 from ..formats.admin_comment import (app_from_comment, recorded_app, recorded_batch, recorded_cap,
                                      recorded_elastic, recorded_slack)
 from ..formats.sacct_rows import split_row
+from ..holders import ACTIVE_STATES
 from ..model import Gpu, GpuUse, Job, Node
-from ..record import record, replace
+from ..record import record
 from .dialects import Legacy, dialect
 from .document import SlurmJson
 from .formats import FormatError, detect
@@ -32,10 +32,6 @@ from .formats import FormatError, detect
 T = TypeVar("T")
 
 SHARE_GRES = ("shard", "mps")
-ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
-                           "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
-                           "STAGE_OUT"})
-
 # name[:type]:count[(IDX:0-1,3) | (0/4,2/4) | (S:0-1)]  -- the list inside () may hold commas.
 _GRES_ITEM = re.compile(r"(?P<name>[A-Za-z][\w.-]*)(?::(?P<type>[^:,()]+))??"
                         r":(?P<count>\d+)(?=[,(]|$)(?:\((?P<extra>[^)]*)\))?")
@@ -521,64 +517,6 @@ def parse_jobs(squeue: Mapping[str, Any] | SlurmJson, active_only: bool = False,
         if not active_only or job.state in ACTIVE_STATES:
             out.append(job)
     return tuple(out)
-
-
-def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
-    """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations,
-    and from the typed pins of pending jobs (the GPU is theirs once they start). A pin never
-    hides a job that holds the GPU now: it counts only where it could share, or the GPU is
-    free."""
-    exclusive: dict[tuple[str, int], str] = {}
-    shared: dict[tuple[str, int], list[tuple[str, int]]] = {}
-    nodes = tuple(nodes)
-    pinned = []
-    for job in jobs:
-        if job.state == "PENDING" or job.state not in ACTIVE_STATES:
-            if job.pinned:
-                pinned.append(job)
-            continue
-        for use in job.uses:
-            if use.shards:
-                shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
-            else:
-                exclusive[(use.node, use.index)] = job.job_id
-    index_of = _unique_types(nodes) if pinned else {}
-    pins = [(job.job_id, GpuUse(node, index_of[(node, typ)], shares))
-            for job in pinned for node, typ, shares in job.pinned if (node, typ) in index_of]
-    for job_id, use in pins:
-        key = (use.node, use.index)
-        if key in exclusive or (not use.shards and key in shared):
-            continue
-        if use.shards:
-            shared.setdefault(key, []).append((job_id, use.shards))
-        else:
-            exclusive[key] = job_id
-    out = []
-    for node in nodes:
-        gpus = tuple([_holders(g, exclusive, shared) for g in node.gpus])
-        out.append(node if all(map(is_, gpus, node.gpus)) else replace(node, gpus=gpus))
-    return tuple(out)
-
-
-def _unique_types(nodes: Iterable[Node]) -> dict[tuple[str, str], int]:
-    """(node, GRES type) -> GPU index, for types that name one GPU of their node."""
-    seen: dict[tuple[str, str], list[int]] = {}
-    for n in nodes:
-        for g in n.gpus:
-            if g.gres_type:
-                seen.setdefault((n.name, g.gres_type), []).append(g.index)
-    return {k: v[0] for k, v in seen.items() if len(v) == 1}
-
-
-def _holders(g: Gpu, exclusive: Mapping[tuple[str, int], str],
-             shared: Mapping[tuple[str, int], list[tuple[str, int]]]) -> Gpu:
-    key = (g.node, g.index)
-    owner, held = exclusive.get(key), shared.get(key, ())
-    if owner is None and not held and g.is_free and not g.shards_used:
-        return g
-    # positional, in Gpu's field order (mig_profiles left at its default)
-    return Gpu(g.node, g.index, g.model, g.gres_type, g.memory_mib, g.shards_total,
-               sum(n for _, n in held), owner, tuple(j for j, _ in held))
 
 
 # --- sacct and scontrol ---------------------------------------------------------------------

@@ -17,8 +17,9 @@ import pytest
 
 from slurm_plugin.errors import InputError, WattError
 from slurm_plugin.record import replace
-from slurm_plugin.slurm.parse import (ACTIVE_STATES, expand_hostlist, parse_gres, parse_jobs,
-                                      parse_sacct, parse_scontrol_record)
+from slurm_plugin.holders import ACTIVE_STATES
+from slurm_plugin.slurm.parse import (expand_hostlist, parse_gres, parse_jobs, parse_sacct,
+                                      parse_scontrol_record)
 from slurm_plugin.slurm.snapshot import build_cluster
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "slurm"

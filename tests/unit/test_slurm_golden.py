@@ -14,8 +14,9 @@ import pytest
 from slurm_plugin.errors import InputError
 from slurm_plugin.model import GpuUse
 from slurm_plugin.slurm.formats import FormatError, detect
-from slurm_plugin.slurm.parse import (attach_jobs, parse_jobs, parse_nodes, parse_sacct,
-                                      parse_scontrol_record, plain)
+from slurm_plugin.holders import attach_jobs
+from slurm_plugin.slurm.parse import (parse_jobs, parse_nodes, parse_sacct, parse_scontrol_record,
+                                      plain)
 from slurm_plugin.slurm.snapshot import build_cluster, describe
 
 RELEASES = ("22.05", "24.11", "26.05")

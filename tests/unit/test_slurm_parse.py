@@ -11,9 +11,10 @@ from slurm_plugin import config
 from slurm_plugin.errors import CommandError, InputError
 from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.cli import slurm, slurm_document, slurm_json
+from slurm_plugin.holders import attach_jobs
 from slurm_plugin.slurm.parse import (GresItem, app_from_comment, array_task_count,
-                                      attach_jobs, expand_hostlist, parse_gres, parse_index_list, parse_jobs, parse_nodes,
-                                      parse_sacct, plain)
+                                      expand_hostlist, parse_gres, parse_index_list, parse_jobs,
+                                      parse_nodes, parse_sacct, plain)
 from slurm_plugin.slurm.snapshot import build_cluster
 from slurm_plugin.slurm.synthetic import META_22_05, documents, sinfo_json, squeue_json
 

@@ -11,7 +11,7 @@ import pytest
 from slurm_plugin import config
 from slurm_plugin.model import (Cluster, Gpu, GpuReading, GpuUse, Job, JobRequest, Node,
                                 Placement, Readings, Resident)
-from slurm_plugin.slurm.parse import attach_jobs
+from slurm_plugin.holders import attach_jobs
 from wrapper import snapshot_cache as sc
 
 

@@ -28,8 +28,9 @@ from slurm_plugin.localcluster import cancel_all_jobs, resolve
 from slurm_plugin.slurm import actions
 from slurm_plugin.slurm.cli import slurm
 from slurm_plugin.slurm.formats import CURRENT, detect
-from slurm_plugin.slurm.parse import (ACTIVE_STATES, SACCT_FIELDS, attach_jobs, parse_jobs, parse_nodes,
-                                      parse_sacct, parse_scontrol_record, plain)
+from slurm_plugin.holders import ACTIVE_STATES, attach_jobs
+from slurm_plugin.slurm.parse import (SACCT_FIELDS, parse_jobs, parse_nodes, parse_sacct,
+                                      parse_scontrol_record, plain)
 
 HERE = Path(__file__).resolve().parent
 SLEEP = "#!/bin/bash\nsleep 900\n"

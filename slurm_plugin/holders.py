@@ -1,0 +1,76 @@
+"""Each GPU's holders from the jobs' allocations: what the snapshot, the cluster view and the
+burst cache all count (a submission that decides from the view loads this, not the Slurm
+parsers). Pure."""
+
+from __future__ import annotations
+
+from operator import is_
+
+from .model import Gpu, GpuUse, Job, Node
+from .record import replace
+
+TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
+
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING",
+                           "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
+                           "STAGE_OUT"})
+
+
+def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
+    """Fill each GPU's exclusive job, shard jobs and shards used from the jobs' allocations,
+    and from the typed pins of pending jobs (the GPU is theirs once they start). A pin never
+    hides a job that holds the GPU now: it counts only where it could share, or the GPU is
+    free."""
+    exclusive: dict[tuple[str, int], str] = {}
+    shared: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    nodes = tuple(nodes)
+    pinned = []
+    for job in jobs:
+        if job.state == "PENDING" or job.state not in ACTIVE_STATES:
+            if job.pinned:
+                pinned.append(job)
+            continue
+        for use in job.uses:
+            if use.shards:
+                shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
+            else:
+                exclusive[(use.node, use.index)] = job.job_id
+    index_of = _unique_types(nodes) if pinned else {}
+    pins = [(job.job_id, GpuUse(node, index_of[(node, typ)], shares))
+            for job in pinned for node, typ, shares in job.pinned if (node, typ) in index_of]
+    for job_id, use in pins:
+        key = (use.node, use.index)
+        if key in exclusive or (not use.shards and key in shared):
+            continue
+        if use.shards:
+            shared.setdefault(key, []).append((job_id, use.shards))
+        else:
+            exclusive[key] = job_id
+    out = []
+    for node in nodes:
+        gpus = tuple([_holders(g, exclusive, shared) for g in node.gpus])
+        out.append(node if all(map(is_, gpus, node.gpus)) else replace(node, gpus=gpus))
+    return tuple(out)
+
+
+def _unique_types(nodes: Iterable[Node]) -> dict[tuple[str, str], int]:
+    """(node, GRES type) -> GPU index, for types that name one GPU of their node."""
+    seen: dict[tuple[str, str], list[int]] = {}
+    for n in nodes:
+        for g in n.gpus:
+            if g.gres_type:
+                seen.setdefault((n.name, g.gres_type), []).append(g.index)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1}
+
+
+def _holders(g: Gpu, exclusive: Mapping[tuple[str, int], str],
+             shared: Mapping[tuple[str, int], list[tuple[str, int]]]) -> Gpu:
+    key = (g.node, g.index)
+    owner, held = exclusive.get(key), shared.get(key, ())
+    if owner is None and not held and g.is_free and not g.shards_used:
+        return g
+    # positional, in Gpu's field order (mig_profiles left at its default)
+    return Gpu(g.node, g.index, g.model, g.gres_type, g.memory_mib, g.shards_total,
+               sum(n for _, n in held), owner, tuple(j for j, _ in held))
