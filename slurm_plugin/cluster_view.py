@@ -179,13 +179,17 @@ def _read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
 
 
 # ---------------------------------------------------------------- this user's jobs since
-def remember(folder: str | None, job: Job, placed_s: float) -> None:
+def remember(folder: str | None, job: Job, placed_s: float,
+             max_age_s: float = float("inf")) -> None:
     """Keep ``job`` (just submitted by this user) in ``folder`` (only this user's), so a
-    submission that decides from a view older than it counts it."""
+    submission that decides from a view older than it counts it. Jobs placed more than
+    ``max_age_s`` (``view.max_age_s``) ago go: any view a submission accepts is newer, so it
+    shows them, and each one kept costs every later submission its decoding."""
     if folder is None:
         return
     path = os.path.join(folder, PLACED_FILE)
-    kept = _placed(path)[-(PLACED_KEEP - 1):] + [[placed_s, encode_job(job)]]
+    recent = [e for e in _placed(path) if _placed_at(e) >= placed_s - max_age_s]
+    kept = recent[-(PLACED_KEEP - 1):] + [[placed_s, encode_job(job)]]
     # this process's own temporary name (the folder is only this user's), then renamed over:
     # a reader sees the old list or the new one (no tempfile: it costs a submission ~9 ms)
     tmp = os.path.join(folder, f".placed-{os.getpid()}.tmp")
@@ -193,6 +197,14 @@ def remember(folder: str | None, job: Job, placed_s: float) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(kept, fh)
     os.replace(tmp, path)
+
+
+def _placed_at(entry: object) -> float:
+    """When an entry of the list was placed (-inf for one not understood: dropped)."""
+    try:
+        return float(entry[0])      # type: ignore[index]
+    except (TypeError, ValueError, IndexError):
+        return float("-inf")
 
 
 def _placed(path: str) -> list:

@@ -131,7 +131,7 @@ def _remember_submitted(outcome: Any, stdout: str) -> None:
         return
     try:
         cluster_view.remember(runtime_dir(), placed_job(outcome, cluster, job_id, time.time()),
-                              time.time())
+                              time.time(), cfg["view.max_age_s"])
     except OSError:
         pass        # the next view shows it; only this user's next seconds miss it
 

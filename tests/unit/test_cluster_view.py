@@ -190,3 +190,10 @@ def test_the_users_jobs_since_the_view_are_remembered_newest_kept(tmp_path):
     assert [j.job_id for j in got] == [str(k) for k in range(cluster_view.PLACED_KEEP,
                                                              cluster_view.PLACED_KEEP + 5)]
     assert cluster_view.placed(None, 0.0) == []
+
+
+def test_jobs_older_than_any_acceptable_view_are_forgotten(tmp_path):
+    for k in range(10):
+        cluster_view.remember(str(tmp_path), Job(str(k), "PENDING", gpus=1), 100.0 * k, 250.0)
+    # at 900 s, a view accepted is at most 250 s old: the jobs of 700 s and later are kept
+    assert [j.job_id for j in cluster_view.placed(str(tmp_path), 0.0)] == ["7", "8", "9"]
