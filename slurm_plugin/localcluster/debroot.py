@@ -344,14 +344,25 @@ def _locked(root: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+HOST_APT_LOCK = Path("/var/lock/wattbatch-host-apt.lock")
+
+
 def _ensure_debootstrap() -> None:
+    """debootstrap on the host, installed with apt where missing: one installer at a time
+    (scripts/test.sh builds the roots of several releases side by side, and a second apt run
+    beside the first fails on apt's own lock)."""
     if shutil.which("debootstrap", path=SYSTEM_PATH):
         return
-    say("installing debootstrap with apt")
-    env = {"DEBIAN_FRONTEND": "noninteractive"}
-    proc.run(["apt-get", "update", "-q"], timeout_s=600, env=env)
-    proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap"],
-             timeout_s=600, env=env)
+    HOST_APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(HOST_APT_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if shutil.which("debootstrap", path=SYSTEM_PATH):
+            return                  # the other release's build installed it meanwhile
+        say("installing debootstrap with apt")
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        proc.run(["apt-get", "update", "-q"], timeout_s=600, env=env)
+        proc.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap"],
+                 timeout_s=600, env=env)
 
 
 def _remove_partial(partial: Path) -> None:

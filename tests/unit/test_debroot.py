@@ -278,3 +278,21 @@ def test_slurm_version_and_cgroup_conf(tmp_path):
     newer = render_all(spec, "pw", slurm_version=(24, 11))
     assert "CgroupPlugin=disabled" in newer["cgroup.conf"]
     assert "loose-innodb_snapshot_isolation=OFF" in newer["my.cnf"]
+
+
+def test_debootstrap_is_installed_by_one_release_while_the_other_waits(tmp_path, monkeypatch):
+    """Two roots built side by side: apt runs under one host lock, and a build let in after
+    the other installed debootstrap runs no apt of its own."""
+    monkeypatch.setattr(debroot, "HOST_APT_LOCK", tmp_path / "apt.lock")
+    calls = []
+    monkeypatch.setattr(debroot.proc, "run", lambda argv, **kw: calls.append(argv))
+    answers = iter([None, None])                # missing before the lock and inside it
+    monkeypatch.setattr(debroot.shutil, "which", lambda name, path=None: next(answers))
+    debroot._ensure_debootstrap()
+    assert [a[1] for a in calls] == ["update", "install"]
+    assert (tmp_path / "apt.lock").exists()
+    calls.clear()
+    answers = iter([None, "/usr/sbin/debootstrap"])   # the other build installed it meanwhile
+    monkeypatch.setattr(debroot.shutil, "which", lambda name, path=None: next(answers))
+    debroot._ensure_debootstrap()
+    assert calls == []
