@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, Mapping
 
 from .. import proc
 from ..errors import CommandError, ConfigError
-from . import procs
+from . import install, procs
 from .spec import DEFAULT_PORTS, DEFAULT_STATE_DIR, Spec
 
 SYSTEM = "system"
@@ -344,18 +344,13 @@ def _locked(root: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-HOST_APT_LOCK = Path("/var/lock/wattbatch-host-apt.lock")
-
-
 def _ensure_debootstrap() -> None:
     """debootstrap on the host, installed with apt where missing: one installer at a time
     (scripts/test.sh builds the roots of several releases side by side, and a second apt run
     beside the first fails on apt's own lock)."""
     if shutil.which("debootstrap", path=SYSTEM_PATH):
         return
-    HOST_APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(HOST_APT_LOCK, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with install.apt_lock():
         if shutil.which("debootstrap", path=SYSTEM_PATH):
             return                  # the other release's build installed it meanwhile
         say("installing debootstrap with apt")

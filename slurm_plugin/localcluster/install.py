@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import re
 import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 from .. import proc
 from ..errors import CommandError
@@ -61,13 +65,29 @@ def slurm_version() -> tuple[int, int]:
         raise CommandError(argv, 0, str(exc), done.stdout) from None
 
 
+HOST_APT_LOCK = Path("/var/lock/wattbatch-host-apt.lock")
+
+
+@contextmanager
+def apt_lock() -> Iterator[None]:
+    """One apt run of ours at a time on this system: scripts/test.sh brings the releases'
+    clusters up side by side, and a second apt run beside the first fails on apt's lock."""
+    HOST_APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(HOST_APT_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_packages() -> list[str]:
     """apt-get install what is missing (never slurm-wlm-emulator); return what was installed."""
-    missing = missing_packages()
-    if missing:
-        slurm_version.cache_clear()
-        env = {"DEBIAN_FRONTEND": "noninteractive"}
-        proc.run(["apt-get", "update"], timeout_s=600, env=env)
-        proc.run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
-                 timeout_s=1800, env=env)
+    if not missing_packages():
+        return []
+    with apt_lock():
+        missing = missing_packages()        # another run may have installed them meanwhile
+        if missing:
+            slurm_version.cache_clear()
+            env = {"DEBIAN_FRONTEND": "noninteractive"}
+            proc.run(["apt-get", "update"], timeout_s=600, env=env)
+            proc.run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
+                     timeout_s=1800, env=env)
     return missing

@@ -283,7 +283,7 @@ def test_slurm_version_and_cgroup_conf(tmp_path):
 def test_debootstrap_is_installed_by_one_release_while_the_other_waits(tmp_path, monkeypatch):
     """Two roots built side by side: apt runs under one host lock, and a build let in after
     the other installed debootstrap runs no apt of its own."""
-    monkeypatch.setattr(debroot, "HOST_APT_LOCK", tmp_path / "apt.lock")
+    monkeypatch.setattr(debroot.install, "HOST_APT_LOCK", tmp_path / "apt.lock")
     calls = []
     monkeypatch.setattr(debroot.proc, "run", lambda argv, **kw: calls.append(argv))
     answers = iter([None, None])                # missing before the lock and inside it
