@@ -11,7 +11,8 @@ what one built afresh would.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..model import Cluster
 
@@ -85,3 +86,17 @@ class ViewChanges:
             if nodes[i] is not views[i]:
                 out.append(i)
         return out
+
+
+def refreshed(entry: list, make: Callable[[int], Any]) -> dict[int, Any]:
+    """A per-position cache ``entry`` (``[value by position, stale positions]``) brought up to
+    date: each stale position's value made again (``make(pos)``; None: none there)."""
+    got, stale = entry
+    for pos in stale:
+        value = make(pos)
+        if value is None:
+            got.pop(pos, None)
+        else:
+            got[pos] = value
+    stale.clear()
+    return got

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...model import Cluster, Node
 from ..model_groups import model_key, node_model
-from ..view_changes import ViewChanges
+from ..view_changes import ViewChanges, refreshed
 
 
 def block_size(gpus: int) -> int:
@@ -108,15 +108,7 @@ class _Index:
         entry = self.spots.get((gpus, key))
         if entry is None:
             entry = self.spots[(gpus, key)] = [{}, set(range(len(self.rows)))]
-        got, stale = entry
-        for pos in stale:
-            spot = _spot(self.rows[pos], pos, gpus, key)
-            if spot is None:
-                got.pop(pos, None)
-            else:
-                got[pos] = spot
-        stale.clear()
-        return got
+        return refreshed(entry, lambda pos: _spot(self.rows[pos], pos, gpus, key))
 
 
 def _spot(row: _Row, pos: int, gpus: int, key: str | None) -> tuple | None:

@@ -22,7 +22,7 @@ from ...physics import job_class
 from ..base import Context, plain_placement
 from ..model_groups import by_model
 from ..queue import AGE_CHECKS, MAX_TIER, age_tiers, queue_tier, tiered_pending
-from ..view_changes import ViewChanges
+from ..view_changes import ViewChanges, refreshed
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
@@ -84,16 +84,8 @@ class _NodeCache:
         entry = self.cands.get((ci, per_node))
         if entry is None:
             entry = self.cands[(ci, per_node)] = [{}, set(range(len(nodes)))]
-        got, stale = entry
-        for pos in stale:
-            node = nodes[pos]
-            c = _candidate(pos, node, self.free_sorted(node, prof, ci), per_node)
-            if c is None:
-                got.pop(pos, None)
-            else:
-                got[pos] = c
-        stale.clear()
-        return got
+        return refreshed(entry, lambda pos: _candidate(
+            pos, nodes[pos], self.free_sorted(nodes[pos], prof, ci), per_node))
 
 
 def _candidate(pos: int, node: Node, free: list[tuple[float, int]], per_node: int
