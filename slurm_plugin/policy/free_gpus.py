@@ -40,10 +40,10 @@ def gpus_by_node(job: Job) -> dict[str, int]:
 
 
 # the node views of the last call: (node views tuple, GPUs per node, the most GPUs of one model:
-# the most one job can hold, free GPUs per available node); a new tuple is compared with the
-# last one at the positions whose view changed (``ViewChanges``: the simulator hands in the
-# same view object for a node that did not change)
-_NODES: list = [None, 8, 0, {}]
+# the most one job can hold, free GPUs per available node, how many of them have a free GPU); a
+# new tuple is compared with the last one at the positions whose view changed (``ViewChanges``:
+# the simulator hands in the same view object for a node that did not change)
+_NODES: list = [None, 8, 0, {}, 0]
 _CHANGES = ViewChanges()
 
 
@@ -64,6 +64,7 @@ def _nodes_state(cluster: Cluster) -> list:
             if avail != (a.name in free):
                 break       # availability changed: the map's order is rebuilt
             if avail:
+                c[4] += (f > 0) - (free[a.name] > 0)
                 free[a.name] = f
         else:
             c[0] = nodes
@@ -73,7 +74,7 @@ def _nodes_state(cluster: Cluster) -> list:
         f, _, avail = node_facts(n)
         if avail:
             out[n.name] = f
-    c[0], c[3] = nodes, out
+    c[0], c[3], c[4] = nodes, out, sum(1 for f in out.values() if f > 0)
     c[1] = max((len(n.gpus) for n in nodes), default=8)
     c[2] = largest_model_gpus(cluster)     # a job runs on one GPU model
     return c
@@ -84,6 +85,11 @@ def geometry(cluster: Cluster) -> tuple[int, int]:
     node-views tuple."""
     c = _nodes_state(cluster)
     return c[1], c[2]
+
+
+def any_free(cluster: Cluster) -> bool:
+    """Whether an available node has a free GPU (``free_map`` without the copy)."""
+    return _nodes_state(cluster)[4] > 0
 
 
 def free_map(cluster: Cluster) -> dict[str, int]:

@@ -11,12 +11,17 @@ what one built afresh would.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..model import Cluster
 
-MAX_LOG_STEPS = 8   # more versions than this since the last look: comparing every view is cheaper
+# more versions than this since the last look, or than one per LOG_STEPS_PER_NODE nodes:
+# comparing every view is cheaper than reading the log
+MAX_LOG_STEPS = 8
+LOG_STEPS_PER_NODE = 64
 
 
 class ViewChanges:
@@ -64,7 +69,7 @@ class ViewChanges:
         steps = now - last
         if steps == 0:
             return [] if nodes is self.nodes else None
-        if not 0 < steps <= MAX_LOG_STEPS:
+        if not 0 < steps <= max(MAX_LOG_STEPS, len(nodes) // LOG_STEPS_PER_NODE):
             return None
         if steps == 1:
             names = log.get(now)
@@ -88,15 +93,70 @@ class ViewChanges:
         return out
 
 
-def refreshed(entry: list, make: Callable[[int], Any]) -> dict[int, Any]:
-    """A per-position cache ``entry`` (``[value by position, stale positions]``) brought up to
-    date: each stale position's value made again (``make(pos)``; None: none there)."""
-    got, stale = entry
-    for pos in stale:
-        value = make(pos)
-        if value is None:
-            got.pop(pos, None)
-        else:
-            got[pos] = value
-    stale.clear()
-    return got
+class PositionCache:
+    """A value per node position (None: none there), made again (``refresh``) at the positions
+    marked ``stale`` since, with the least value under ``key`` (within a ``group``) found
+    without looking at every position: a heap of (key, position, value) per group, where an
+    entry whose position holds another value by now is dropped when it comes to the top, and
+    the heaps are made anew once they hold mostly such entries. ``key`` should tell positions
+    apart (include the position); a heap never compares two values."""
+
+    __slots__ = ("values", "stale", "key", "group", "heaps", "entries", "made")
+
+    def __init__(self, positions: int, key: Callable[[Any], Any] | None = None,
+                 group: Callable[[Any], Any] | None = None) -> None:
+        self.values: dict[int, Any] = {}
+        self.stale: set[int] = set(range(positions))
+        self.key, self.group = key, group
+        self.heaps: dict[Any, list] = {}
+        self.entries = 0
+        self.made = itertools.count()     # ties of keys: a heap never compares two values
+
+    def refresh(self, make: Callable[[int], Any]) -> dict[int, Any]:
+        """Each stale position's value made again (``make(pos)``); the values by position."""
+        values, key = self.values, self.key
+        for pos in self.stale:
+            value = make(pos)
+            if value is None:
+                values.pop(pos, None)
+                continue
+            values[pos] = value
+            if key is not None:
+                g = self.group(value) if self.group is not None else None
+                heap = self.heaps.get(g)
+                if heap is None:
+                    heap = self.heaps[g] = []
+                heapq.heappush(heap, (key(value), next(self.made), pos, value))
+                self.entries += 1
+        self.stale.clear()
+        if key is not None and self.entries > 2 * len(values) + 64:
+            self._rebuild()
+        return values
+
+    def least(self, group: Any = None) -> Any:
+        """The value of least key (in ``group``), or None where there is none."""
+        heap = self.heaps.get(group)
+        if not heap:
+            return None
+        values = self.values
+        while heap:
+            _, _, pos, value = heap[0]
+            if values.get(pos) is value:
+                return value
+            heapq.heappop(heap)
+            self.entries -= 1
+        return None
+
+    def groups(self) -> list:
+        return list(self.heaps)
+
+    def _rebuild(self) -> None:
+        key, group = self.key, self.group
+        heaps: dict[Any, list] = {}
+        made = self.made
+        for pos, value in self.values.items():
+            heaps.setdefault(group(value) if group is not None else None, []).append(
+                (key(value), next(made), pos, value))
+        for heap in heaps.values():
+            heapq.heapify(heap)
+        self.heaps, self.entries = heaps, len(self.values)

@@ -78,3 +78,60 @@ def test_the_stack_advises_the_same_with_and_without_the_node_log():
         logged = [kept.advise(req, ctx) for ctx in _contexts(seed, True)]
         assert logged == [get_policy("pal+eaco+greenflow+elastic").advise(req, ctx)
                           for ctx in _contexts(seed, False)]
+
+
+def test_on_a_large_cluster_the_log_reaches_further_back_and_still_tells_true():
+    """Past MAX_LOG_STEPS versions, one per LOG_STEPS_PER_NODE nodes is read from the log (a
+    large cluster changes many views between two looks); the answer is the scan's."""
+    from slurm_plugin.policy.view_changes import LOG_STEPS_PER_NODE
+    rng = random.Random(9)
+    count = 40 * LOG_STEPS_PER_NODE
+    nodes = [_node(i) for i in range(count)]
+    log: dict[int, tuple[str, ...]] = {}
+    logged, scanned = ViewChanges(), ViewChanges()
+    logged.changed(tuple(nodes), MappingProxyType(log), 0)
+    scanned.changed(tuple(nodes))
+    version = 0
+    for _ in range(20):
+        for _ in range(rng.randint(1, 50)):     # up to 50 steps: read from the log (<= 40)
+            picked = rng.sample(range(count), 2)   # or compared (> 40)
+            for i in picked:
+                nodes[i] = _node(i, rng.random() < 0.5)
+            version += 1
+            log[version] = tuple(f"n{i}" for i in picked)
+        now = tuple(nodes)
+        assert sorted(logged.changed(now, MappingProxyType(log), version)) == \
+            scanned.changed(now)
+
+
+def _full(i: int, free: int) -> Node:
+    return Node(f"n{i}", "mixed", tuple(Gpu(f"n{i}", k, exclusive_job=None if k < free
+                                            else f"j{i}") for k in range(4)))
+
+
+def test_free_gpus_and_the_elastic_tracker_follow_the_log_as_a_scan():
+    """``any_free`` and ``free_map`` kept on the log, and the elastic tracker's changed nodes,
+    against a scan of every node, on a cluster that fills up and empties."""
+    from slurm_plugin.policy.elastic.track import Tracker
+    from slurm_plugin.policy.free_gpus import any_free, free_map, node_facts
+    rng = random.Random(4)
+    nodes = [_full(i, 0) for i in range(6)]
+    log: dict[int, tuple[str, ...]] = {}
+    tracker, last, seen = Tracker(), None, set()
+    for version in range(1, 200):
+        picked = rng.sample(range(6), rng.randint(0, 2))
+        for i in picked:
+            nodes[i] = _full(i, rng.choice([0, 0, 0, 1, 4]))
+        log[version] = tuple(f"n{i}" for i in picked)
+        cluster = Cluster(nodes=tuple(nodes), nodes_version=version,
+                          nodes_log=MappingProxyType(log))
+        scan = {n.name: node_facts(n)[0] for n in cluster.nodes if n.available}
+        assert free_map(cluster) == scan
+        assert any_free(cluster) == any(scan.values())
+        seen.add(any_free(cluster))
+        got = tracker._changed(cluster)
+        if last is not None:
+            assert [n.name for n in got] == [n.name for n, o in zip(cluster.nodes, last)
+                                             if n is not o]
+        last = cluster.nodes
+    assert seen == {True, False}

@@ -39,7 +39,7 @@ from ..queue import AGE_CHECKS, age_tiers, id_order, queue_tier, tiered_pending
 from .plan import fits, growths, take, victims, wait_s
 from .predict import prior, prior_at, shape, sizes
 from .settings import parse_settings
-from ..free_gpus import free_map, geometry
+from ..free_gpus import any_free, free_map, geometry
 from .track import Tracker, elastic_range, stop_marks
 
 NAME = "elastic"
@@ -197,9 +197,9 @@ class Elastic:
             self._aged_s = now
             aged = _age_tiers(self.name, cluster, now, s, ctx.history)
         gpn, cap = geometry(cluster)
-        free = free_map(cluster)
-        if not any(free.values()) and not cluster.pending_at_least(1):
+        if not any_free(cluster) and not cluster.pending_at_least(1):
             return tuple(aged)      # nothing to admit, nothing to grow into: nothing to read
+        free = free_map(cluster)
         models, updates = self._track.update(ctx, s, cap)
         ends = self._track.ends_on
         actions: list[Action] = list(aged)

@@ -23,6 +23,7 @@ def elastic_range(lo: int | None, hi: int | None) -> tuple[int, int] | None:
 class Tracker:
     def __init__(self) -> None:
         self.version: int | None = None          # nodes_version of the last pass
+        self.position: dict[str, int] = {}        # node name -> its place in Cluster.nodes
         self.seen = False                         # a pass has run
         self.node_ids: dict[str, tuple[str, ...]] = {}
         self.refs: dict[str, int] = {}            # job id -> nodes that list it
@@ -50,7 +51,14 @@ class Tracker:
             if got is None:
                 return None
             names.update(got)
-        return [n for n in cluster.nodes if n.name in names]
+        nodes, position = cluster.nodes, self.position
+        if len(position) != len(nodes):
+            position = self.position = {n.name: i for i, n in enumerate(nodes)}
+        at = sorted(position.get(name, -1) for name in names)
+        if at and (at[0] < 0 or any(nodes[i].name not in names for i in at)):
+            self.position = {}
+            return None     # nodes came, went or moved: every one read again
+        return [nodes[i] for i in at]
 
     def update(self, ctx, s: ElasticSettings, cap: int) -> tuple[list[JobModel], dict]:
         """This pass's models of the elastic jobs with usable progress, and the history

@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from ...errors import ConfigError
-from ...model import Cluster, Readings
+from ...model import Cluster, Node, Readings
 from ...physics import (cap_settings_w, cap_slowdown, capped_power_w, class_names, job_class,
                         max_power_w)
 from ..model_groups import cluster_models, node_model
@@ -141,15 +141,29 @@ def power_per_allocated_gpu_w(cluster: Cluster, readings: Readings,
     (``owed_gpu_w`` while no GPU is allocated or read)."""
     total, count = 0.0, 0
     get = readings.gpus.get
+    allocated = _ALLOCATED
+    if len(allocated) > 4 * len(cluster.nodes) + 1024:     # nodes gone; a bound keeps it small
+        allocated.clear()
     for node in cluster.nodes:
+        hit = allocated.get(node.name)
+        if hit is None or hit[0] is not node:
+            hit = allocated[node.name] = (node, tuple(
+                g.index for g in node.gpus if g.exclusive_job or g.shard_jobs))  # g.job_ids
+        if not hit[1]:
+            continue
         per_gpu_base_w = node_base_power_w / max(1, len(node.gpus))
-        for gpu in node.gpus:
-            if gpu.exclusive_job or gpu.shard_jobs:     # gpu.job_ids, without building it
-                reading = get((node.name, gpu.index))
-                if reading is not None:
-                    total += reading.power_w + per_gpu_base_w
-                    count += 1
+        for index in hit[1]:
+            reading = get((node.name, index))
+            if reading is not None:
+                total += reading.power_w + per_gpu_base_w
+                count += 1
     return total / count if count else owed_gpu_w(cluster)
+
+
+# per node name: its view last seen (views are frozen: the same object while the node is
+# unchanged) and the indexes of its allocated GPUs, so an hourly pass over a large cluster
+# reads the GPUs of changed nodes only
+_ALLOCATED: dict[str, tuple[Node, tuple[int, ...]]] = {}
 
 
 def _models(cluster: Cluster | None) -> tuple[str, ...]:

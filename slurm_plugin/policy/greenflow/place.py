@@ -12,9 +12,11 @@ looked at (a job runs on one model).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from ...model import Cluster, Node
 from ..model_groups import model_key, node_model
-from ..view_changes import ViewChanges, refreshed
+from ..view_changes import PositionCache, ViewChanges
 
 
 def block_size(gpus: int) -> int:
@@ -76,8 +78,8 @@ class _Index:
         self.changes = ViewChanges()
         self.rows: list[_Row] = []
         self.switches: dict[str, int] = {}
-        # (GPU count, model key) -> [position -> spot, positions to look at again]
-        self.spots: dict[tuple[int, str | None], list] = {}
+        # (GPU count, model key) -> the spot of each position, ranked (fullest node first)
+        self.spots: dict[tuple[int, str | None], PositionCache] = {}
 
     def refresh(self, cluster: Cluster) -> None:
         changed = self.changes.changed_in(cluster)
@@ -98,17 +100,21 @@ class _Index:
                     self.switches[old.switch] = left
         if changed:
             for entry in self.spots.values():
-                entry[1].update(changed)
+                entry.stale.update(changed)
 
     def available(self, key: str | None) -> list[_Row]:
         """The available rows with GPUs, of the model ``key`` (None: any), in node order."""
         return [r for r in self.rows if r.available and (key is None or r.model == key)]
 
-    def spots_for(self, gpus: int, key: str | None) -> dict[int, tuple]:
+    def spots_for(self, gpus: int, key: str | None) -> PositionCache:
         entry = self.spots.get((gpus, key))
         if entry is None:
-            entry = self.spots[(gpus, key)] = [{}, set(range(len(self.rows)))]
-        return refreshed(entry, lambda pos: _spot(self.rows[pos], pos, gpus, key))
+            entry = self.spots[(gpus, key)] = PositionCache(len(self.rows), _FULLEST)
+        entry.refresh(lambda pos: _spot(self.rows[pos], pos, gpus, key))
+        return entry
+
+
+_FULLEST = itemgetter(0, 1, 2)  # a spot's rank: fewest free GPUs, node name, position
 
 
 def _spot(row: _Row, pos: int, gpus: int, key: str | None) -> tuple | None:
@@ -133,16 +139,16 @@ def place(cluster: Cluster, gpus_per_node: int, num_nodes: int, gpu_model: str |
     index.refresh(cluster)
     key = None if gpu_model is None else model_key(gpu_model)
     if num_nodes == 1:
-        spots = index.spots_for(gpus_per_node, key)
-        if not spots:
+        ranked = index.spots_for(gpus_per_node, key)
+        if not ranked.values:
             return None
         if len(index.switches) <= 1:      # one switch: the fullest node, then node order
-            best = min(spots.values())
+            best = ranked.least()
         else:
             free_per_switch = _whole_per_switch(index.available(key))
             rows = index.rows
-            best = min(spots.values(), key=lambda e: (e[0], free_per_switch[rows[e[2]].switch],
-                                                      e[1], e[2]))
+            best = min(ranked.values.values(),
+                       key=lambda e: (e[0], free_per_switch[rows[e[2]].switch], e[1], e[2]))
         return (best[1],), best[3]
     nodes = index.available(key)
     if key is None and len({r.model for r in nodes}) > 1:

@@ -22,7 +22,7 @@ from ...physics import job_class
 from ..base import Context, plain_placement
 from ..model_groups import by_model
 from ..queue import AGE_CHECKS, MAX_TIER, age_tiers, queue_tier, tiered_pending
-from ..view_changes import ViewChanges, refreshed
+from ..view_changes import PositionCache, ViewChanges
 from .freshness import aged
 from .predict import CLASS_INDEX, Profile, profile_of, set_slowdown
 from .settings import PalSettings, parse_settings
@@ -49,8 +49,9 @@ class _NodeCache:
         self.views: dict[str, list] = {}
         self.prof: Profile | None = None
         self.changes = ViewChanges()        # the views the candidates were made of
-        # (class index, GPUs per node) -> [position -> candidate, positions to make again]
-        self.cands: dict[tuple[int, int], list] = {}
+        # (class index, GPUs per node) -> the candidate of each position, ranked by
+        # (slowdown, position) among those leaving as many GPUs free (``_pick_one``)
+        self.cands: dict[tuple[int, int], PositionCache] = {}
 
     def free_sorted(self, node: Node, prof: Profile, ci: int) -> list[tuple[float, int]]:
         hit = self.views.get(node.name)
@@ -72,20 +73,21 @@ class _NodeCache:
         return lst
 
     def candidates(self, cluster: Cluster, prof: Profile, ci: int, per_node: int
-                   ) -> dict[int, tuple]:
-        """Position -> candidate of every node with ``per_node`` free GPUs."""
+                   ) -> PositionCache:
+        """The candidate of every node with ``per_node`` free GPUs, by position."""
         nodes = cluster.nodes
         changed = self.changes.changed_in(cluster)
         if changed is None or prof is not self.prof:
             self.prof, self.cands = prof, {}
         elif changed:
             for entry in self.cands.values():
-                entry[1].update(changed)
+                entry.stale.update(changed)
         entry = self.cands.get((ci, per_node))
         if entry is None:
-            entry = self.cands[(ci, per_node)] = [{}, set(range(len(nodes)))]
-        return refreshed(entry, lambda pos: _candidate(
+            entry = self.cands[(ci, per_node)] = PositionCache(len(nodes), _SLOWEST, _LEFT)
+        entry.refresh(lambda pos: _candidate(
             pos, nodes[pos], self.free_sorted(nodes[pos], prof, ci), per_node))
+        return entry
 
 
 def _candidate(pos: int, node: Node, free: list[tuple[float, int]], per_node: int
@@ -121,10 +123,13 @@ class Pal:
                                  f"class {cls} job in its turn")
             return pl if nice is None else _with(pl, nice=nice)
         got = self._cache.candidates(ctx.cluster, prof, ci, request.gpus)
-        cands = list(got.values()) if n == 1 else sorted(got.values(), key=lambda c: c[2])
-        # one node is of one model; several: each model's choice, the lowest slowdown taken
-        groups = [cands] if n == 1 else by_model(cands, lambda c: c[3])
-        picks = [_pick(g, n, s.tolerance) for g in groups if len(g) >= n]
+        if n == 1:      # one node is of one model
+            one = _pick_one(got, s.tolerance)
+            picks = [one] if one is not None else []
+        else:           # several: each model's choice, the lowest slowdown taken
+            cands = sorted(got.values.values(), key=lambda c: c[2])
+            picks = [_pick(g, n, s.tolerance) for g in by_model(cands, lambda c: c[3])
+                     if len(g) >= n]
         if not picks:
             pl = plain_placement(self.name, request, f"pal: no {n} node(s) of one GPU model "
                                  f"with {request.gpus} free GPUs now; Slurm places the class "
@@ -171,16 +176,27 @@ class Pal:
                                MAX_MOVES, tier_of, _tier_key, ctx.history))
 
 
-_FIT = itemgetter(1, 0, 2)     # a candidate's best fit order: GPUs left, slowdown, position
+_SLOWEST = itemgetter(0, 2)     # a candidate's rank among those leaving as many GPUs free
+_LEFT = itemgetter(1)           # the free GPUs it leaves
+
+
+def _pick_one(cands: PositionCache, tolerance: float) -> tuple[list, float] | None:
+    """``_pick`` of one node, None without a candidate: the best fit (fewest GPUs left, then
+    the lowest slowdown, then node order) of the candidates under the threshold, read from
+    the ranked candidates (each group of as many GPUs left, fewest first: its least slowdown
+    is the best fit of the group, taken when under the threshold)."""
+    heads = [(left, cands.least(left)) for left in cands.groups()]
+    heads = sorted((left, c) for left, c in heads if c is not None)
+    if not heads:
+        return None
+    limit = min(c[0] for _, c in heads) * (1.0 + tolerance) + 1e-12
+    return [next(c for _, c in heads if c[0] <= limit)], limit
 
 
 def _pick(cands: list, n: int, tolerance: float) -> tuple[list, float]:
-    """The ``n`` candidate nodes taken (``n <= len(cands)``) and the slowdown threshold: the
-    lowest slowdown some free set offers (the n-th best over n nodes) plus the tolerance;
+    """The ``n`` candidate nodes taken (``2 <= n <= len(cands)``) and the slowdown threshold:
+    the lowest slowdown some free set offers (the n-th best over n nodes) plus the tolerance;
     under it, the best fit wins (else the lowest slowdowns)."""
-    if n == 1:      # positions differ: the candidates' order does not matter
-        limit = min(cands)[0] * (1.0 + tolerance) + 1e-12
-        return [min([c for c in cands if c[0] <= limit], key=_FIT)], limit
     floor = sorted(c[0] for c in cands)[n - 1]
     limit = floor * (1.0 + tolerance) + 1e-12
     under = [c for c in cands if c[0] <= limit]
