@@ -207,6 +207,11 @@ def _check_plot(path: Path) -> None:
                    "(the 8 measured classes), 'eaco-paper' (alexnet,resnet18,vgg16: the measured "
                    "classes among the EaCO paper's workloads) or comma-separated class names.")
 @click.option("--limit-jobs", type=click.IntRange(1), default=None, help="Only the first N jobs by submit time.")
+@click.option("--repeat", type=click.IntRange(1), default=1, show_default=True,
+              help="Overlay K copies of the trace on its own span (copy i submits each job i/K "
+                   "of the span later; ids renumbered): the same workload at K times the "
+                   "arrival rate, e.g. --repeat 19 --nodes 10000 makes the Philly trace a "
+                   "million jobs on a large site (docs/scale.md).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON object (a list with --compare; with --sweep: the summary, "
                    "the failed cells and those left).")
@@ -232,7 +237,7 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
              gpu_type: str | None, cluster_file: Path | None, policy: str | None, compare: str | None,
              loads_text: str | None, carbon_file: Path | None, budget_kg: float | None, zone: str | None,
              carbon_basis: str, variability_file: Path | None, seed: int,
-             mix_spec: str, limit_jobs: int | None, as_json: bool, timeline_file: Path | None,
+             mix_spec: str, limit_jobs: int | None, repeat: int, as_json: bool, timeline_file: Path | None,
              plot_file: Path | None, sweep_file: Path | None, backend: str | None,
              workers: int | None, wait_s: float, sweep_cell: int | None) -> None:
     """Replay a GPU job trace through scheduling policies with calibrated GPU physics.
@@ -248,6 +253,9 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
         raise click.UsageError("give exactly one of --policy NAME or --compare A,B,...")
     if trace is not None and from_sacct is not None:
         raise click.UsageError("give --trace FILE or --from-sacct FILE, not both")
+    if repeat > 1 and from_sacct is not None:
+        raise click.UsageError(f"--repeat {repeat} overlays copies of a --trace; an accounting "
+                               "replay (--from-sacct) runs as it is")
     names = [policy] if policy else [p.strip() for p in compare.split(",")]
     if compare is not None and (not all(names) or len(set(names)) < len(names)):
         raise click.UsageError(f"--compare {compare!r}: give each policy once, comma-separated, "
@@ -290,7 +298,7 @@ def simulate(trace: Path | None, from_sacct: str | None, trace_format: str, node
                     zone=zone or ("" if carbon_file is not None else cfg["carbon.zone"]),
                     carbon=carbon_file,
                     variability=variability_file, seed=seed, limit_jobs=limit_jobs,
-                    class_mix=mix)
+                    class_mix=mix, repeat=repeat)
     sacct = None
     if from_sacct is not None:
         jobs, sacct = _sacct_jobs(from_sacct, spec, limit_jobs)

@@ -17,7 +17,7 @@ from .carbon import WeekAlignedCarbon, load_carbon
 from .cluster import ClusterSpec
 from .engine import Simulator
 from .metrics import percentile
-from .trace import TraceJob, builtin_trace, read_trace
+from .trace import TraceJob, TraceJobs, builtin_trace, read_trace, repeat_trace
 
 ORACLE = "oracle-bound"
 
@@ -33,12 +33,20 @@ class Inputs:
     seed: int = 0
     limit_jobs: int | None = None
     class_mix: ClassMix | None = None   # classes of trace jobs that name no app (None: all)
+    repeat: int = 1     # copies of the trace overlaid on its span (``repeat_trace``)
 
 
 def load_jobs(inputs: Inputs) -> list[TraceJob]:
     """The trace, checked against the cluster: a job larger than it (than the nodes of its
     largest GPU model, where it has several: a job runs on one) is an input error."""
-    jobs = read_trace(inputs.trace, inputs.trace_format, inputs.limit_jobs)
+    if inputs.repeat > 1:
+        jobs = repeat_trace(read_trace(inputs.trace, inputs.trace_format), inputs.repeat)
+        if inputs.limit_jobs:
+            kept = TraceJobs(jobs[:inputs.limit_jobs])
+            kept.warnings = jobs.warnings
+            jobs = kept
+    else:
+        jobs = read_trace(inputs.trace, inputs.trace_format, inputs.limit_jobs)
     spec = inputs.spec
     field = "num_replicas" if inputs.trace_format == "pollux" else "num_gpus"
     most = spec.largest_model_nodes
