@@ -37,6 +37,9 @@ class Context:
     # them; a version missing from it, or None: unknown, so a cache keyed on the history
     # recomputes. Results must not depend on it.
     history_log: Mapping[int, tuple[str, ...]] | None = None
+    # In a stack: the kinds of stage this policy runs (``stages.KINDS``), so that it may leave
+    # out the work whose fields the stack takes from another stage; () alone (it runs all).
+    stage_kinds: tuple[str, ...] = ()
 
 
 class Policy(Protocol):

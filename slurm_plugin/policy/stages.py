@@ -113,10 +113,12 @@ class Stack:
         self.kinds = kinds                    # kind -> policy name (``plan``)
         self.offers = offers                  # name -> the kinds it offers
         self._merged: tuple = (None, {})      # (the caller's settings, each stage's own)
+        self.stage_failures = 0     # advise calls where a stage raised (the simulator counts)
         self._order = [(k, kinds[k]) for k in KINDS if k in kinds]     # ``stages()``
         # each stage policy with the kinds it runs, in stage order (``reconcile``)
         self._runs = {name: [k for k, n in self._order if n == name]
                       for name in dict.fromkeys(kinds.values())}
+        self._kinds_of = {name: tuple(self._runs.get(name, ())) for name in policies}
         stage = [policies[n] for n in dict.fromkeys(kinds.values())]
         self.reads_carbon = any(getattr(p, "reads_carbon", False) for p in stage)
         self.reads_limit_use = any(getattr(p, "reads_limit_use", False) for p in stage)
@@ -130,13 +132,13 @@ class Stack:
 
     def _ctx(self, name: str, ctx: Context) -> Context:
         """``ctx`` with the stage policy's own settings, over what the caller added beside
-        them (the simulator's ``profile_factors``)."""
+        them (the simulator's ``profile_factors``), and the kinds it runs (``stage_kinds``)."""
         if self._merged[0] is not ctx.settings:     # one mapping per stage while the
             per = ctx.settings.get("stage_settings") or {}     # caller's is the same object:
             shared = {k: v for k, v in ctx.settings.items() if k != "stage_settings"}
             self._merged = (ctx.settings, {n: MappingProxyType({**shared, **per.get(n, {})})
                                            for n in self.policies})   # policies cache on it
-        return replace(ctx, settings=self._merged[1][name])
+        return replace(ctx, settings=self._merged[1][name], stage_kinds=self._kinds_of[name])
 
     def prefetch(self, request: JobRequest, settings) -> tuple[str, ...]:
         per = settings.get("stage_settings") or {}
@@ -171,6 +173,7 @@ class Stack:
             try:
                 got = self.policies[name].advise(req, self._ctx(name, ctx))
             except Exception as exc:            # one stage's fault never fails the job
+                self.stage_failures += 1
                 why.append(f"{kind} ({name}): failed ({type(exc).__name__}: {exc}); the job "
                            "goes in as the stages before it decided")
                 break

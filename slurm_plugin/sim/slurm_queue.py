@@ -86,11 +86,14 @@ class SlurmQueue:
         return draw_slack_s(t.job_id, self.seed, self.spec.deferrable_share, self.spec.slack_s)
 
     def _advise(self, j: SimJob) -> Placement:
+        failed = getattr(self.policy, "stage_failures", 0)     # a stack's stage that raised
         try:
             pl = self.policy.advise(j.req, self.context())
         except Exception:   # fail-open, as wattbatch: the job goes in unchanged
             self.metrics.policy_fallbacks += 1
             return plain_placement(self.policy.name, j.req, "policy failed: fail-open")
+        if getattr(self.policy, "stage_failures", 0) != failed:
+            self.metrics.policy_fallbacks += 1      # the stages before it decided
         if not self._placement_valid(j, pl):
             self.metrics.policy_fallbacks += 1
             return plain_placement(self.policy.name, j.req, "invalid placement: fail-open")

@@ -21,6 +21,10 @@ class Recorder:
     def reconcile(self, ctx):
         return self.policy.reconcile(ctx)
 
+    @property
+    def stage_failures(self) -> int:
+        return getattr(self.policy, "stage_failures", 0)
+
 
 def random_trace(path, jobs: int, seed: int, apps, *, gap_s: float, longest_s: int,
                  counts=(1, 1, 1, 1, 2), t0: int = 1_700_000_000) -> list:

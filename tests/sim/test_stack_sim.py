@@ -51,3 +51,19 @@ def test_the_four_stage_stack_runs_every_job_and_each_stage_decides(tmp_path, se
         assert any(w.startswith(f"{kind} ({name}): ") for w in whys), kind
     assert any(p.share_mode != "exclusive" for p in placements)
     assert all(p.policy == STACK for p in placements)
+
+
+def test_a_stage_that_raises_counts_as_a_fallback(tmp_path, monkeypatch):
+    """A stage that fails leaves the job as the stages before it decided: the run goes on
+    and ``policy_fallbacks`` says how often (a broken stage must not pass for a fast one)."""
+    from slurm_plugin.policy.greenflow.decide import GreenFlow
+
+    def boom(self, request, ctx):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(GreenFlow, "advise", boom)
+    jobs, r, _, placements = _run(tmp_path, STACK)
+    assert r["jobs_finished"] == len(jobs)
+    assert r["policy_fallbacks"] == len(jobs) == sum(
+        any("timing (greenflow): failed (RuntimeError: boom)" in w for w in p.why)
+        for p in placements)

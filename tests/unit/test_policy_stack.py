@@ -168,6 +168,25 @@ def test_a_stage_that_raises_leaves_what_the_stages_before_it_decided():
     assert "timing (time): failed (RuntimeError: boom)" in p.why[-1]
 
 
+def test_a_stage_failure_is_counted_and_each_stage_sees_the_kinds_it_runs():
+    seen = {}
+
+    class Kinds(Fake):
+        def advise(self, request, ctx):
+            seen[self.name] = ctx.stage_kinds
+            return super().advise(request, ctx)
+
+    both = Kinds("both")
+    stack = _stack(sizing=both, timing=both, placement=Kinds("place"))
+    stack.advise(JobRequest(gpus=1), Context(cluster=_cluster(), now_s=NOW))
+    assert seen == {"both": ("sizing", "timing"), "place": ("placement",)}
+    assert stack.stage_failures == 0
+    failing = _stack(timing=Fake("time", fail=True), placement=Fake("place"))
+    for _ in range(2):
+        failing.advise(JobRequest(gpus=1), Context(cluster=_cluster(), now_s=NOW))
+    assert failing.stage_failures == 2
+
+
 def test_reconcile_keeps_one_mutating_action_per_job_by_stage_order():
     def act(kind, job, policy, **kw):
         return Action(kind, job, policy, **kw)

@@ -218,6 +218,9 @@ class GreenFlow:
         run_s = request.time_limit_s or 3600.0
         w = weight(s, ctx.history, request.account)
         queued = ctx.cluster.pending_at_least(1)
+        # in a stack whose placement is another policy's, the spot only ranks models (on a
+        # cluster of one model it is not looked for)
+        places = not ctx.stage_kinds or "placement" in ctx.stage_kinds
         best = None
         ref = None
         for model in models:
@@ -228,7 +231,7 @@ class GreenFlow:
             ref = ref or (got[6], got[7])
             per_node = got[2] // request.num_nodes if got[2] >= request.num_nodes else got[2]
             spot = None
-            if got[1] <= now and not queued:
+            if got[1] <= now and not queued and (places or len(models) > 1):
                 spot = place(ctx.cluster, per_node, request.num_nodes,
                              model if len(models) > 1 else None)
             # a choice to start now on a model without room now comes after one with room
