@@ -10,13 +10,47 @@ would hold it for exactly those GPUs once others take them).
 
 from __future__ import annotations
 
-from ..model import Action, JobRequest, Placement
+from operator import itemgetter
+
+from ..model import Action, Cluster, JobRequest, Node, Placement
 from .base import Context, plain_placement
 from .model_groups import by_model
+from .view_changes import PositionCache, ViewChanges
+
+_BEST_FIT = itemgetter(0, 1)    # a fit's order: fewest free GPUs, then node order
+
+
+def _fit(node: Node, pos: int, per: int) -> tuple | None:
+    """(free GPUs, position, name, the ``per`` lowest free indexes) of a node with room for
+    ``per`` GPUs, else None."""
+    if not node.available or len(node.gpus) < per:
+        return None
+    free = [g.index for g in node.gpus if g.exclusive_job is None and not g.shard_jobs]
+    return (len(free), pos, node.name, free[:per]) if len(free) >= per else None
 
 
 class PackedSticky:
     name = "packed-sticky"
+
+    def __init__(self) -> None:
+        # kept between calls, made again only where a node's view changed (``ViewChanges``):
+        # per GPUs per node asked for, each node's fit, the best fit found without a scan
+        self._changes = ViewChanges()
+        self._fits: dict[int, PositionCache] = {}
+
+    def _fits_for(self, cluster: Cluster, per: int) -> PositionCache:
+        nodes = cluster.nodes
+        changed = self._changes.changed_in(cluster)
+        if changed is None:
+            self._fits = {}
+        elif changed:
+            for cache in self._fits.values():
+                cache.stale.update(changed)
+        cache = self._fits.get(per)
+        if cache is None:
+            cache = self._fits[per] = PositionCache(len(nodes), _BEST_FIT)
+        cache.refresh(lambda pos: _fit(nodes[pos], pos, per))
+        return cache
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         per = request.gpus
@@ -26,18 +60,14 @@ class PackedSticky:
             return plain_placement(self.name, request, "packed-sticky: jobs are waiting; Slurm "
                                    "places it in its turn")
         nodes = ctx.cluster.nodes
-        fits = []
-        for pos, node in enumerate(nodes):
-            if not node.available or len(node.gpus) < per:
-                continue
-            free = [g.index for g in node.gpus if g.exclusive_job is None and not g.shard_jobs]
-            if len(free) >= per:
-                fits.append((len(free), pos, node.name, free[:per]))
+        fits = self._fits_for(ctx.cluster, per)
         n = request.num_nodes
-        fits.sort()
-        # one node is of one model; several: the best fits of each model with enough of them
-        options = [fits[:n]] if n == 1 else \
-            [f[:n] for f in by_model(fits, lambda f: nodes[f[1]])]
+        if n == 1:      # one node is of one model
+            best = fits.least()
+            options = [[best]] if best is not None else []
+        else:           # several: the best fits of each model with enough of them
+            ranked = sorted(fits.values.values(), key=_BEST_FIT)
+            options = [f[:n] for f in by_model(ranked, lambda f: nodes[f[1]])]
         options = [o for o in options if len(o) == n]
         if not options:
             return plain_placement(self.name, request, f"packed-sticky: no {n} node(s) of one "
