@@ -8,13 +8,16 @@ room, which packs as well. Multi-GPU jobs: as slurm-default.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Iterator
 
-from ..model import Action, Cluster, Gpu, JobRequest, Placement
+from ..model import Action, Cluster, Gpu, JobRequest, Node, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
+from .view_changes import NodePicks
 
 MAX_JOBS_PER_GPU = 2
+FIRST = itemgetter(0, 1)     # a pick's place in Slurm's first-fit order: node, then GPU index
 
 
 def resident_apps(cluster: Cluster, gpu: Gpu) -> list[str]:
@@ -32,14 +35,21 @@ def shard_placement(policy: str, request: JobRequest, gpu: Gpu, shards: int, why
                      share_mode="shard", shards=shards, why=(why,))
 
 
-def shareable_gpus(ctx: Context, max_jobs: int) -> Iterator[Gpu]:
-    """GPUs of available nodes that offer at least ``max_jobs`` shards and hold no exclusive
-    job, in node and index order (Slurm's first-fit order)."""
-    for node in ctx.cluster.nodes:
-        if node.available:
-            for g in node.gpus:
-                if g.shards_total >= max_jobs and not g.exclusive_job:
-                    yield g
+def shareable_gpus(node: Node, max_jobs: int) -> Iterator[Gpu]:
+    """The GPUs of ``node``, where it is available, that offer at least ``max_jobs`` shards and
+    hold no exclusive job, in index order (Slurm's first-fit order)."""
+    if node.available:
+        for g in node.gpus:
+            if g.shards_total >= max_jobs and not g.exclusive_job:
+                yield g
+
+
+def first_free(node: Node, pos: int) -> tuple | None:
+    """(position, index, GPU) of the node's first shareable GPU holding no job, or None."""
+    for g in shareable_gpus(node, MAX_JOBS_PER_GPU):
+        if not g.shard_jobs:
+            return pos, g.index, g
+    return None
 
 
 def has_backlog(ctx: Context) -> bool:
@@ -80,25 +90,36 @@ def not_shared_why(policy: str, request: JobRequest) -> str:
 class FifoPacked:
     name = "fifo-packed"
 
+    def __init__(self) -> None:
+        self._picks = NodePicks()     # per node: its first GPU a job fits (per class), free
+
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         if not shardable(request):
             return plain_placement(self.name, request, not_shared_why(self.name, request))
         if has_backlog(ctx):
             return queued_shard(self.name, request, ctx,
                                 "fifo-packed: jobs are waiting; Slurm gives it the first GPU with room")
-        free = None
-        for g in shareable_gpus(ctx, MAX_JOBS_PER_GPU):
-            per_job = g.shards_total // MAX_JOBS_PER_GPU
-            if g.shard_jobs:
-                if g.shards_used + per_job <= g.shards_total and \
-                        fits_memory(ctx.cluster, g, request.app):
-                    return shard_placement(self.name, request, g, per_job,
-                                           f"fifo-packed: packed onto busy {g.node}:{g.index}")
-            elif free is None:
-                free = (g, per_job)
+        cluster, app = ctx.cluster, request.app
+
+        def first_busy(node: Node, pos: int) -> tuple | None:
+            for g in shareable_gpus(node, MAX_JOBS_PER_GPU):
+                per_job = g.shards_total // MAX_JOBS_PER_GPU
+                if g.shard_jobs and g.shards_used + per_job <= g.shards_total and \
+                        fits_memory(cluster, g, app):
+                    return pos, g.index, g, per_job
+            return None
+
+        # the first busy GPU it fits, in Slurm's first-fit order; else the first free one
+        busy = self._picks.least(cluster, app, first_busy, FIRST)
+        if busy is not None:
+            g = busy[2]
+            return shard_placement(self.name, request, g, busy[3],
+                                   f"fifo-packed: packed onto busy {g.node}:{g.index}")
+        free = self._picks.least(cluster, None, first_free, FIRST)
         if free is not None:
-            return shard_placement(self.name, request, free[0], free[1],
-                                   f"fifo-packed: no busy GPU fits; free {free[0].node}:{free[0].index}")
+            g = free[2]
+            return shard_placement(self.name, request, g, g.shards_total // MAX_JOBS_PER_GPU,
+                                   f"fifo-packed: no busy GPU fits; free {g.node}:{g.index}")
         return queued_shard(self.name, request, ctx,
                             "fifo-packed: no GPU has room now; Slurm gives it the first that has")
 

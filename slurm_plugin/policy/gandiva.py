@@ -9,11 +9,14 @@ memory fits. Multi-GPU jobs: as slurm-default. No migration: reconcile does noth
 
 from __future__ import annotations
 
-from ..model import Action, JobRequest, Placement
+from operator import itemgetter
+
+from ..model import Action, JobRequest, Node, Placement
 from ..physics import job_class
 from .base import Context, plain_placement
-from .fifo_packed import (has_backlog, not_shared_why, queued_shard, resident_apps,
-                          shard_placement, shardable, shareable_gpus)
+from .fifo_packed import (FIRST, first_free, has_backlog, not_shared_why, queued_shard,
+                          resident_apps, shard_placement, shardable, shareable_gpus)
+from .view_changes import NodePicks
 
 QUEUE_THRESHOLD = 8
 MAX_JOBS_PER_GPU = 2
@@ -45,8 +48,14 @@ def _queue_is_long(ctx: Context) -> bool:
     return ctx.cluster.pending_at_least(QUEUE_THRESHOLD) >= QUEUE_THRESHOLD
 
 
+_LEAST_USED = itemgetter(0, 1, 2)   # least summed utilisation, then node, then GPU index
+
+
 class Gandiva:
     name = "gandiva"
+
+    def __init__(self) -> None:
+        self._picks = NodePicks()     # per node: its busy GPU a job fits best (per class), free
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         if not shardable(request):
@@ -56,17 +65,29 @@ class Gandiva:
                                 "gandiva: jobs are waiting; packed by Slurm onto the first GPU with room")
         own = job_class(request.app)
         mine, my_mib = own.util_at(1), own.memory_mib
-        free, best, best_util = None, None, 101.0
         cluster = ctx.cluster
-        for g in shareable_gpus(ctx, MAX_JOBS_PER_GPU):
-            if not g.shard_jobs:
-                free = free or g
-                continue
-            util, mib = _residents(cluster, g)
-            if (util < best_util and util + mine <= 100
-                    and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
-                    and mib + my_mib <= g.memory_mib):     # fifo_packed.fits_memory
-                best, best_util = g, util
+
+        def least_used(node: Node, pos: int) -> tuple | None:
+            """(utilisation, position, index, GPU) of the node's busy GPU of least summed
+            utilisation (the lowest index of equals) the job fits, or None."""
+            best = None
+            for g in shareable_gpus(node, MAX_JOBS_PER_GPU):
+                if not g.shard_jobs:
+                    continue
+                util, mib = _residents(cluster, g)
+                if (util + mine <= 100
+                        and g.shards_used + g.shards_total // MAX_JOBS_PER_GPU <= g.shards_total
+                        and mib + my_mib <= g.memory_mib    # fifo_packed.fits_memory
+                        and (best is None or util < best[0])):
+                    best = (util, pos, g.index, g)
+            return best
+
+        # the busy GPU of least utilisation (the first in node and index order of equals) and
+        # the first free one
+        picked = self._picks.least(cluster, (mine, my_mib), least_used, _LEAST_USED)
+        best, best_util = (picked[3], picked[0]) if picked is not None else (None, 101.0)
+        got = self._picks.least(cluster, None, first_free, FIRST)
+        free = got[2] if got is not None else None
         per_job = (free or best).shards_total // MAX_JOBS_PER_GPU if (free or best) else 0
         if free is not None and not _queue_is_long(ctx):
             return shard_placement(self.name, request, free, per_job,

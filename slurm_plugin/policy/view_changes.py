@@ -160,3 +160,31 @@ class PositionCache:
         for heap in heaps.values():
             heapq.heapify(heap)
         self.heaps, self.entries = heaps, len(self.values)
+
+
+class NodePicks:
+    """Per node, a pick among its GPUs (``pick(node, position)``: a value whose first items
+    rank it, or None), kept per ``key`` (what the pick depends on besides the node view)
+    between calls and made again only where a node's view changed; the least pick over every
+    node found without looking at each (``PositionCache``)."""
+
+    __slots__ = ("changes", "caches")
+
+    def __init__(self) -> None:
+        self.changes = ViewChanges()
+        self.caches: dict[Any, PositionCache] = {}
+
+    def least(self, cluster: Cluster, key: Any, pick: Callable[[Any, int], Any],
+              rank: Callable[[Any], Any]) -> Any:
+        nodes = cluster.nodes
+        changed = self.changes.changed_in(cluster)
+        if changed is None:
+            self.caches = {}
+        elif changed:
+            for cache in self.caches.values():
+                cache.stale.update(changed)
+        cache = self.caches.get(key)
+        if cache is None:
+            cache = self.caches[key] = PositionCache(len(nodes), rank)
+        cache.refresh(lambda pos: pick(nodes[pos], pos))
+        return cache.least()
