@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BUILTIN = ROOT / "slurm_plugin" / "data" / "philly-first1000.csv"
 
 
 def bench(script: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -48,7 +49,10 @@ def test_argument_checks():
                                            "--seeds", "0")),
                          ("bench_simulate.py", ("--concat", "1")),
                          ("bench_simulate.py", ("--policies", "nosuch")),
-                         ("bench_reconcile.py", ("--live", "0", "--release", "23.02"))):
+                         ("bench_reconcile.py", ("--live", "0", "--release", "23.02")),
+                         ("bench_year.py", ("--trace", "nosuch.csv")),
+                         ("bench_year.py", ("--trace", str(BUILTIN), "--policies", "nosuch")),
+                         ("bench_year.py", ("--trace", str(BUILTIN), "--repeat", "0"))):
         r = bench(script, *args)
         assert r.returncode == 2, (script, args, r.stdout, r.stderr)
         assert "error:" in r.stderr and "Traceback" not in r.stderr, (script, r.stderr)
@@ -92,3 +96,13 @@ def test_influx_hang_bench_skips_after_the_first_submission_on_both_paths(tmp_pa
     assert "note:" not in out and "nan" not in out
     r = bench("bench_influx_hang.py", "--paths", "nowhere")
     assert r.returncode == 2 and "--paths nowhere" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_year_bench_runs_each_policy_in_its_own_process():
+    r = bench("bench_year.py", "--trace", str(BUILTIN), "--repeat", "2", "--nodes", "20",
+              "--limit-jobs", "200", "--policies", "slurm-default,pal+eaco")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines()
+            if line.startswith(("slurm-default ", "pal+eaco "))]
+    assert [row[:2] for row in rows] == [["slurm-default", "200"], ["pal+eaco", "200"]]
+    assert "goal every policy within 15 minutes: n/a" in r.stdout    # a part: no verdict
