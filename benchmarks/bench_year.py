@@ -61,7 +61,17 @@ def one(a: argparse.Namespace) -> dict:
     settings = policy_settings(cfg, a.one, allow_share=True,
                                shards_per_gpu=spec.resolved().shards_per_gpu)
     t1 = time.perf_counter()
-    r = simulate(inputs, a.one, settings=settings, jobs=jobs, carbon=carbon)
+    shown = [t1]
+
+    def progress(done: int, total: int) -> None:      # a line a minute on stderr
+        now = time.perf_counter()
+        if now - shown[0] >= 60:
+            shown[0] = now
+            print(f"{a.one}: {done:,} of {total:,} jobs finished after {now - t1:,.0f} s, "
+                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
+                  file=sys.stderr, flush=True)
+
+    r = simulate(inputs, a.one, settings=settings, jobs=jobs, carbon=carbon, progress=progress)
     sim_s = time.perf_counter() - t1
     return {"policy": a.one, "jobs": r["jobs"], "finished": r["jobs_finished"],
             "load_s": load_s, "sim_s": sim_s, "wall_s": load_s + sim_s,
@@ -79,14 +89,13 @@ def run(a: argparse.Namespace, policy: str) -> dict:
     if a.limit_jobs:
         argv += ["--limit-jobs", str(a.limit_jobs)]
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=a.timeout_s)
+    try:       # the child's progress lines go straight to this stderr
+        p = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=a.timeout_s)
     except subprocess.TimeoutExpired:
         return {"policy": policy, "error": f"over --timeout-s {a.timeout_s:g}",
                 "wall_s": time.perf_counter() - t0}
     if p.returncode != 0:
-        tail = (p.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        return {"policy": policy, "error": f"exit {p.returncode}: {tail}"}
+        return {"policy": policy, "error": f"exit {p.returncode} (its error above)"}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
