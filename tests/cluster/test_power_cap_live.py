@@ -79,3 +79,45 @@ def test_a_cap_reaches_the_gpu_follows_reconcile_and_is_gone_after_the_job(local
 
     run(["scancel", job_id], env=localcluster.env, timeout_s=30)
     _limit_reaches(cfg, gpu, max_power_w())
+
+
+def test_a_shared_gpu_holds_one_limit_and_past_it_every_job_slows(localcluster, tmp_path: Path):
+    """Two jobs time-sliced on one GPU, each asking for a 150 W cap: the GPU holds one limit
+    (150 W: every job asks, the highest wins), draws at most it, and both jobs slow by the
+    same throttle past their co-location slowdown, as the simulator prices it
+    (``physics.shared_gpu_throttle``)."""
+    from slurm_plugin.physics import group_slowdowns, job_class, shared_gpu_throttle
+    cfg = localcluster.config()
+    ids = []
+    for k in range(2):
+        script = tmp_path / f"pair{k}.sh"
+        script.write_text(f"#!/bin/bash\n{TRAIN} --steps 2000 --step-s 0.2 --steps-per-epoch 50 "
+                          f"--checkpoint {tmp_path}/pair{k}.ckpt\n")
+        done = run(["sbatch", "--parsable", "--gres=shard:g2:2", "-w", "gpu3", "-t", "20",
+                    f"--job-name=pair{k}", f"--output={tmp_path}/pair{k}-%j.out",
+                    "--comment=wb:app=nas;cap=150", str(script)], env=localcluster.env,
+                   timeout_s=30)
+        ids.append(done.stdout.strip().split(";")[0])
+    try:
+        for job_id in ids:
+            job = wait_job(cfg, job_id, lambda j: j.running and j.uses)
+            assert job.power_cap_w == 150.0
+            assert [(u.node, u.index) for u in job.uses] == [("gpu3", 2)]
+        reading = _limit_reaches(cfg, ("gpu3", 2), 150.0)
+        assert reading.power_w <= 150.0 + 1e-6
+        apart = group_slowdowns(["nas", "nas"])[0]
+        dyn = [job_class("nas").dynamic_power_at(1, "V100")] * 2
+        capped = apart * shared_gpu_throttle(dyn, [1 / apart] * 2, 150.0, "V100")
+        board = apart * shared_gpu_throttle(dyn, [1 / apart] * 2, None, "V100")
+        deadline = time.monotonic() + 30
+        while True:
+            got = [float(slowdown_path(cfg["node.state_dir"], j).read_text())
+                   if slowdown_path(cfg["node.state_dir"], j).exists() else 0.0 for j in ids]
+            if all(g == pytest.approx(capped, rel=0.01) for g in got) or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert got == [pytest.approx(capped, rel=0.01)] * 2, (got, capped)
+        assert capped > board * 1.05 and board >= apart      # the cap binds past the board's
+    finally:
+        run(["scancel", *ids], env=localcluster.env, timeout_s=30)
