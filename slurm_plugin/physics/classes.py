@@ -11,12 +11,12 @@ so a job's class depends only on the seed, its id and the mix, not on the order 
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import InputError
 from .constants import constants, gpu_constants, reference_constants
+from .seeded import seeded
 
 # The GPU model every class was measured on (the Haghshenas logs: SXM2 V100s, physics.json's
 # "V100"); on another model a class keeps its utilisation, memory and step time (docs/physics.md).
@@ -152,4 +152,4 @@ def class_mix(spec: str = "all") -> ClassMix:
 def assign_class(job_id: str, seed: int, mix: ClassMix | None = None) -> str:
     """The seeded class of a trace job that names none, from ``mix`` (default: every class)."""
     names = mix.classes if mix is not None else class_names()
-    return names[random.Random(f"{seed}:{job_id}").randrange(len(names))]
+    return names[seeded(f"{seed}:{job_id}").randrange(len(names))]

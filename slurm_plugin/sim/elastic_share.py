@@ -7,9 +7,9 @@ job's draw depends only on the seed and its id, not on the order jobs are read."
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
+from ..physics.seeded import seeded
 from .trace import TraceJob
 
 LIMIT_FACTOR = 1.25
@@ -18,7 +18,7 @@ LIMIT_FACTOR = 1.25
 def make_elastic(jobs: list[TraceJob], share: float, seed: int = 0) -> list[TraceJob]:
     out = []
     for j in jobs:
-        if j.min_gpus is None and random.Random(f"{seed}:elastic:{j.job_id}").random() < share:
+        if j.min_gpus is None and seeded(f"{seed}:elastic:{j.job_id}").random() < share:
             limit = 60.0 * -(-LIMIT_FACTOR * j.duration_s * j.num_gpus // 60)
             j = replace(j, min_gpus=1, max_gpus=2 * j.num_gpus, time_limit_s=limit)
         out.append(j)

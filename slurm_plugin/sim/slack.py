@@ -14,7 +14,8 @@ turns the rule off.
 
 from __future__ import annotations
 
-import random
+from ..physics.seeded import seeded
+
 
 DEFAULT_SHARE = 0.5
 DEFAULT_SLACK_S = 6 * 3600.0
@@ -23,6 +24,6 @@ DEFAULT_SLACK_S = 6 * 3600.0
 def draw_slack_s(job_id: str, seed: int, share: float = DEFAULT_SHARE,
                  slack_s: float = DEFAULT_SLACK_S) -> float | None:
     """The slack of a job whose trace row gives none (None: the job is not deferrable)."""
-    if share <= 0 or random.Random(f"slack:{seed}:{job_id}").random() >= share:
+    if share <= 0 or seeded(f"slack:{seed}:{job_id}").random() >= share:
         return None
     return slack_s

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import bisect
 import math
-import random
+
+from ..physics.seeded import seeded
 
 RULES = ("modal", "exact")
 POPULAR_S = (300, 600, 900, 1200, 1800, 3600, 7200, 14400, 28800, 43200, 86400, 172800,
@@ -41,7 +42,7 @@ def draw_limit_s(job_id: str, duration_s: float, seed: int, rule: str = "modal",
     """The requested time limit of a job that ran ``duration_s`` seconds (see module doc)."""
     if rule == "exact":
         return whole_minutes_s(duration_s)
-    f = math.exp(random.Random(f"limit:{seed}:{job_id}").random() * math.log(max(1.0, factor_max)))
+    f = math.exp(seeded(f"limit:{seed}:{job_id}").random() * math.log(max(1.0, factor_max)))
     want = duration_s * f
     i = bisect.bisect_left(POPULAR_S, want)
     if i < len(POPULAR_S):
