@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-from ..model import Action, Cluster, JobRequest, Node, Placement
+from ..model import Action, JobRequest, Node, Placement
 from .base import Context, plain_placement
 from .model_groups import by_model
-from .view_changes import PositionCache, ViewChanges
+from .view_changes import NodePicks
 
 _BEST_FIT = itemgetter(0, 1)    # a fit's order: fewest free GPUs, then node order
 
@@ -33,24 +33,9 @@ class PackedSticky:
     name = "packed-sticky"
 
     def __init__(self) -> None:
-        # kept between calls, made again only where a node's view changed (``ViewChanges``):
-        # per GPUs per node asked for, each node's fit, the best fit found without a scan
-        self._changes = ViewChanges()
-        self._fits: dict[int, PositionCache] = {}
-
-    def _fits_for(self, cluster: Cluster, per: int) -> PositionCache:
-        nodes = cluster.nodes
-        changed = self._changes.changed_in(cluster)
-        if changed is None:
-            self._fits = {}
-        elif changed:
-            for cache in self._fits.values():
-                cache.stale.update(changed)
-        cache = self._fits.get(per)
-        if cache is None:
-            cache = self._fits[per] = PositionCache(len(nodes), _BEST_FIT)
-        cache.refresh(lambda pos: _fit(nodes[pos], pos, per))
-        return cache
+        # per GPUs per node asked for, each node's fit, kept between calls and made again only
+        # where a node's view changed; the best fit found without a scan
+        self._picks = NodePicks()
 
     def advise(self, request: JobRequest, ctx: Context) -> Placement:
         per = request.gpus
@@ -60,7 +45,8 @@ class PackedSticky:
             return plain_placement(self.name, request, "packed-sticky: jobs are waiting; Slurm "
                                    "places it in its turn")
         nodes = ctx.cluster.nodes
-        fits = self._fits_for(ctx.cluster, per)
+        fits = self._picks.cache(ctx.cluster, per, lambda node, pos: _fit(node, pos, per),
+                                 _BEST_FIT)
         n = request.num_nodes
         if n == 1:      # one node is of one model
             best = fits.least()

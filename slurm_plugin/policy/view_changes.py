@@ -174,8 +174,9 @@ class NodePicks:
         self.changes = ViewChanges()
         self.caches: dict[Any, PositionCache] = {}
 
-    def least(self, cluster: Cluster, key: Any, pick: Callable[[Any, int], Any],
-              rank: Callable[[Any], Any]) -> Any:
+    def cache(self, cluster: Cluster, key: Any, pick: Callable[[Any, int], Any],
+              rank: Callable[[Any], Any]) -> PositionCache:
+        """The picks of ``key`` brought up to date with ``cluster``'s node views."""
         nodes = cluster.nodes
         changed = self.changes.changed_in(cluster)
         if changed is None:
@@ -187,4 +188,9 @@ class NodePicks:
         if cache is None:
             cache = self.caches[key] = PositionCache(len(nodes), rank)
         cache.refresh(lambda pos: pick(nodes[pos], pos))
-        return cache.least()
+        return cache
+
+    def least(self, cluster: Cluster, key: Any, pick: Callable[[Any, int], Any],
+              rank: Callable[[Any], Any]) -> Any:
+        """The least pick of ``key`` over every node."""
+        return self.cache(cluster, key, pick, rank).least()
