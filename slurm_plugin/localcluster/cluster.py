@@ -120,22 +120,41 @@ def _ports_of(spec: Spec) -> dict[str, list[int]]:
     return ports
 
 
-def _check_ports(spec: Spec) -> None:
+PORT_FREE_WAIT_S = 10.0   # how long a port may stay held after its daemon is gone
+
+
+def _check_ports(spec: Spec, wait_s: float = PORT_FREE_WAIT_S) -> None:
     """Refuse to start a daemon whose port another program holds: a second slurmctld on a
-    taken port dies late, and its slurmd would register with the other cluster."""
+    taken port dies late, and its slurmd would register with the other cluster. A port held
+    when its daemon is not running is looked at again for up to ``wait_s``: right after a
+    daemon is killed its socket (or a process it forked) may hold the port a moment longer,
+    longer on a loaded machine."""
     running = status_daemons(spec)
+    deadline = time.monotonic() + wait_s
     for name, ports in _ports_of(spec).items():
         if running.get(name):
             continue
         for port in ports:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    sock.bind(("0.0.0.0", port))
-                except OSError as exc:
+            while True:
+                why = _port_taken(port)
+                if why is None:
+                    break
+                if time.monotonic() >= deadline:
                     raise ConfigError(str(spec.path("cluster.json")), f"port of {name}", port,
-                                      f"in use ({exc.strerror}); pick a free one with "
-                                      "`wattctl localcluster up --port NAME=PORT`") from None
+                                      f"in use ({why}); pick a free one with "
+                                      "`wattctl localcluster up --port NAME=PORT`")
+                time.sleep(0.2)
+
+
+def _port_taken(port: int) -> str | None:
+    """Why ``port`` cannot be bound now, or None when it can."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def munge_ok() -> bool:

@@ -181,3 +181,25 @@ def test_up_passes_the_gpu_source_on_and_into_a_debian_root(tmp_path, monkeypatc
     assert [s.gpu_source for s in specs] == ["emulated-nvml"]
     bad = CliRunner().invoke(command.group, ["up", "--gpu-source", "nvml"])
     assert bad.exit_code == 2 and "emulated-nvml" in bad.output
+
+
+def test_a_held_port_is_refused_after_a_wait_and_one_freed_meanwhile_is_taken(tmp_path,
+                                                                             monkeypatch):
+    """``up`` refuses a port another program holds, naming it; one whose holder goes away
+    within the wait (a killed slurmctld's helper) is used. Only that port is looked at: a
+    local cluster running beside the test holds the default ones."""
+    import socket
+    import threading
+
+    from slurm_plugin.localcluster import cluster
+    held = socket.socket()
+    held.bind(("0.0.0.0", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    spec = resolve(tmp_path, ports={"slurmctld": str(port)}, environ={})
+    monkeypatch.setattr(cluster, "_ports_of", lambda spec: {"slurmctld": [port]})
+    monkeypatch.setattr(cluster, "status_daemons", lambda spec: {})
+    with pytest.raises(ConfigError, match=f"port of slurmctld = {port}: in use"):
+        cluster._check_ports(spec, wait_s=0.3)
+    threading.Timer(0.3, held.close).start()
+    cluster._check_ports(spec, wait_s=5.0)       # freed while it waited: no error
