@@ -4,7 +4,7 @@ PATH, the client runs ``sbatch ...``; wattbatch then skips the shim and runs Slu
 
 Submits the same small held job N times each way (interleaved, so all see the same load),
 cancels each job right after its submission, and prints the medians and the median added latency of each path
-(goal: <= 50 ms on both). ``--share``: the co-location path (policy eaco, ``--wb-share
+(goal: <= 30 ms on both). ``--share``: the co-location path (policy eaco, ``--wb-share
 --wb-app resnet18``, with two shared jobs running first, so the policy reads the snapshot and
 the GPU readings and renders the shared-GPU template). ``--view``: wattbatch decides from the
 cluster view (docs/scale.md), not from squeue: a copy of the site config with ``[view] path``
@@ -38,6 +38,7 @@ from pathlib import Path
 SCRIPT = ("#!/bin/bash\n#SBATCH --job-name=bench\n#SBATCH --output=/dev/null\n"
           "#SBATCH --gres=gpu:1\ntrue\n")
 SHIM = Path(__file__).resolve().parents[1] / "contrib" / "sbatch" / "sbatch"
+GOAL_S = 0.030           # added over sbatch, median, on every path (the issue on scale)
 
 
 def job_id(out: str) -> str:
@@ -175,7 +176,7 @@ def main() -> None:
         ours = statistics.median(times[name])
         added = statistics.median(o - p for o, p in zip(times[name], times["sbatch"]))
         print(f"{label:<20} median {ours * 1e3:7.1f} ms, added median {added * 1e3:6.1f} ms "
-              f"(goal <= 50 ms: {'met' if added <= 0.050 else 'not met'})")
+              f"(goal <= 30 ms: {'met' if added <= GOAL_S else 'not met'})")
 
 
 if __name__ == "__main__":

@@ -143,12 +143,46 @@ def _read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
             _check_owner(path, st, uids, "the file")
-            raw = fh.read()
+            got = _KEPT.get(path)
+            if got is None or got[0] != _stamp(st):
+                got = _decoded(path, _stamp(st), fh.read(), store=False)
     except FileNotFoundError:
         raise ViewRefused(f"cluster view {path}: missing (no reconcile pass has written it)") \
             from None
     except OSError as exc:
         raise ViewRefused(f"cluster view {path}: cannot read ({exc.strerror})") from None
+    _, name, cluster, readings = got
+    if name != cfg["cluster.name"]:
+        raise ViewRefused(f"cluster view {path}: of cluster {name!r}, this site is "
+                          f"{cfg['cluster.name']!r} (cluster.name)")
+    age_s = now_s - cluster.taken_s
+    if age_s < -FUTURE_SKEW_S:
+        raise ViewRefused(f"cluster view {path}: taken {-age_s:.0f} s in the future (clocks "
+                          "disagree, or the file was made by hand)")
+    if age_s > cfg["view.max_age_s"]:
+        raise ViewRefused(f"cluster view {path}: {age_s:.0f} s old, over view.max_age_s = "
+                          f"{cfg['view.max_age_s']:g}")
+    return cluster, readings
+
+
+# ---------------------------------------------------------------- a view kept decoded
+# path -> (the file's stamp, its cluster name, snapshot, readings): the view the warm server
+# keeps decoded (``keep``), so the calls it forks find it decoded. A call uses it only for the
+# very file it opened and checked (each pass renames a new file in: another inode, another
+# stamp), so what is kept never outlives the file or skips a check.
+_KEPT: dict[str, tuple[tuple, str, Cluster, Readings | None]] = {}
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    """What changes whenever the file's content may have: a new file renamed in (device,
+    inode), or one written in place (size, and the change time, which no user can set)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _decoded(path: str, stamp: tuple, raw: bytes, store: bool
+             ) -> tuple[tuple, str, Cluster, Readings | None]:
+    """The view's bytes decoded (``ViewRefused`` when they are no view this reads); ``store``:
+    kept as this process's view of ``path``."""
     try:
         doc = json.loads(raw)
     except ValueError as exc:
@@ -159,23 +193,46 @@ def _read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
     if doc.get("version") != VERSION:
         raise ViewRefused(f"cluster view {path}: format version {doc.get('version')!r}, this "
                           f"wattbatch reads version {VERSION}")
-    if doc.get("cluster") != cfg["cluster.name"]:
-        raise ViewRefused(f"cluster view {path}: of cluster {doc.get('cluster')!r}, this site is "
-                          f"{cfg['cluster.name']!r} (cluster.name)")
     try:
         cluster = decode_cluster(doc["snapshot"])
         readings = decode_readings(doc["readings"]) if doc.get("readings") else None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ViewRefused(f"cluster view {path}: a record not understood "
                           f"({type(exc).__name__}: {exc})") from None
-    age_s = now_s - cluster.taken_s
-    if age_s < -FUTURE_SKEW_S:
-        raise ViewRefused(f"cluster view {path}: taken {-age_s:.0f} s in the future (clocks "
-                          "disagree, or the file was made by hand)")
-    if age_s > cfg["view.max_age_s"]:
-        raise ViewRefused(f"cluster view {path}: {age_s:.0f} s old, over view.max_age_s = "
-                          f"{cfg['view.max_age_s']:g}")
-    return cluster, readings
+    got = (stamp, doc.get("cluster"), cluster, readings)
+    if store:
+        _KEPT.clear()           # one view at a time: a site names one
+        _KEPT[path] = got
+    return got
+
+
+def keep(path: str) -> bool:
+    """Decode the view at ``path`` ahead of the calls that will read it (the warm server,
+    between calls), unless the one kept is of the same file; True: decoded now. Whether a
+    call may decide from it is the call's to check (``read``: owner, cluster, age), so
+    nothing here depends on a call's site config; a file that is no view is left alone."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with open(path, "rb") as fh:
+            stamp = _stamp(os.fstat(fh.fileno()))
+            got = _KEPT.get(path)
+            if got is not None and got[0] == stamp:
+                return False
+            _decoded(path, stamp, fh.read(), store=True)
+            return True
+    except (OSError, ViewRefused):
+        return False
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def kept(path: str) -> tuple[Cluster, Readings | None] | None:
+    """The view of ``path`` kept decoded (``keep``), unchecked: for the warm server's own
+    head start on a decision (``snapshot_cache.decide_again``), never to decide a call."""
+    got = _KEPT.get(path)
+    return None if got is None else (got[2], got[3])
 
 
 # ---------------------------------------------------------------- this user's jobs since

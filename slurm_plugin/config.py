@@ -140,6 +140,7 @@ SCHEMA: dict[str, Key] = {
     "view.max_age_s": _num(1, 86400),
     "view.owner": Key(str),
     "view.hide_job_owners": Key(bool),
+    "view.keep_in_server": Key(bool),
     "wrapper.server_idle_s": _num(0, 86400),
     "wrapper.snapshot_cache_s": _num(0, 3600),
     "greenflow.budget_kg_per_day": _num(0, 1e9),

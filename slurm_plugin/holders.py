@@ -55,6 +55,39 @@ def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
     return tuple(out)
 
 
+def with_pins(nodes: tuple[Node, ...], jobs: Iterable[Job]) -> tuple[Node, ...] | None:
+    """``nodes`` (their holders attached) with the typed pins of ``jobs`` added, as
+    ``attach_jobs`` over every job would count them with these last: only the nodes they pin
+    are made anew, the others are the same objects (a policy's caches of them hold). None
+    when one of ``jobs`` holds GPUs now (``attach_jobs`` then counts again)."""
+    pins = []
+    for job in jobs:
+        if job.state != "PENDING" and job.state in ACTIVE_STATES:
+            if job.uses:
+                return None
+            continue
+        pins.extend((job.job_id, pin) for pin in job.pinned)
+    if not pins:
+        return nodes
+    names = {node for _, (node, _, _) in pins}
+    out = list(nodes)
+    where = {n.name: k for k, n in enumerate(out) if n.name in names}
+    for job_id, (name, typ, shares) in pins:
+        k = where.get(name)
+        index = None if k is None else _unique_types((out[k],)).get((name, typ))
+        if index is None:
+            continue
+        node = out[k]
+        at = next(i for i, g in enumerate(node.gpus) if g.index == index)
+        g = node.gpus[at]
+        if g.exclusive_job is not None or (not shares and g.shard_jobs):
+            continue
+        g = replace(g, shards_used=g.shards_used + shares, shard_jobs=(*g.shard_jobs, job_id)) \
+            if shares else replace(g, exclusive_job=job_id)
+        out[k] = replace(node, gpus=(*node.gpus[:at], g, *node.gpus[at + 1:]))
+    return tuple(out)
+
+
 def _unique_types(nodes: Iterable[Node]) -> dict[tuple[str, str], int]:
     """(node, GRES type) -> GPU index, for types that name one GPU of their node."""
     seen: dict[tuple[str, str], list[int]] = {}

@@ -123,11 +123,14 @@ def decode_cluster(doc: dict[str, Any]) -> Cluster:
                        cpus, memory_mib, tuple(features))
                   for name, state, cpus, memory_mib, features, gpus in doc["nodes"])
     jobs = {}
+    pending = 0
     for row in _rows(doc["job_fields"], doc["jobs"], JOB_FIELDS):
         job = _job(row)
         jobs[job.job_id] = job
+        pending += job.state == "PENDING"
     return Cluster(nodes=nodes, jobs=MappingProxyType(jobs), taken_s=float(doc["taken_s"]),
-                   name=doc.get("name", "cluster"), limit_use=doc.get("limit_use"))
+                   name=doc.get("name", "cluster"), limit_use=doc.get("limit_use"),
+                   pending_count=pending)
 
 
 # ---------------------------------------------------------------- readings

@@ -42,13 +42,15 @@ INFO_TIMEOUT_S = 10.0              # --help, --version: Slurm retries a missing 
 @record
 class Providers:
     """Where the snapshot and the readings come from (tests and the warm server's cache hand
-    in their own), and who hears of a job submitted on a decision (outcome, sbatch's stdout).
-    ``readings(cfg, cluster, now_s, carbon)``: ``carbon`` False when the policy does not plan
-    with carbon intensity (its ``reads_carbon``), which then need not be read."""
+    in their own), who hears of each decision (its outcome, a dry run's too) and of a job
+    submitted on one (outcome, sbatch's stdout). ``readings(cfg, cluster, now_s, carbon)``:
+    ``carbon`` False when the policy does not plan with carbon intensity (its
+    ``reads_carbon``), which then need not be read."""
 
     snapshot: Callable[[Any], Any]
     readings: Callable[[Any, Any, float, bool], Any]
     submitted: Callable[[Any, str], None] | None = None
+    decided: Callable[[Any], None] | None = None
 
 
 _VIEW_READINGS: dict[str, Any] = {}     # view path -> the readings of the view decided from
@@ -237,6 +239,8 @@ def run(argv: list[str], io: Io, providers: Providers = LIVE,
     from .decide import decide  # the policy path, imported only when it runs
     try:
         outcome = decide(cmd, header, text, wb, io.environ, providers, now_s)
+        if providers.decided is not None:
+            providers.decided(outcome)
     except WbOptionError as exc:        # a value the site or cluster cannot take (policy, elastic)
         where = wb.sources.get(exc.key, "")
         if where == "command line":

@@ -17,7 +17,7 @@ from slurm_plugin.errors import ConfigError
 from slurm_plugin.history import read_view
 from slurm_plugin.model import JobRequest, Placement
 from slurm_plugin.policy.base import Context
-from slurm_plugin.policy.registry import get_policy, policy_names
+from slurm_plugin.policy.registry import kept_policy, policy_names
 from slurm_plugin.record import field, record
 
 from . import translate
@@ -186,9 +186,9 @@ def _policy(name: str, wb: WbSettings, cfg: Any) -> Any:
     :class:`ConfigError` for the site's."""
     if not wb.policy:
         _, where, key = config.site_policy(cfg)
-        return get_policy(name, source=where, key=key)
+        return kept_policy(name, source=where, key=key)
     try:
-        return get_policy(name, source="--wb-policy", key="policy")
+        return kept_policy(name, source="--wb-policy", key="policy")
     except ConfigError as exc:
         names = ", ".join(policy_names())
         where = wb.sources.get("policy", "command line")

@@ -8,8 +8,10 @@ caller's streams, ``/dev/fd/N`` files, environment, working directory, umask, re
 groups and priority (and declines when it cannot take one, so the caller runs the call
 itself), says ``accepted``, runs ``wrapper.cli.run`` on the caller's arguments exactly as the
 caller would have, and sends its exit code. A call shares nothing with the next one but the
-snapshot cache (``snapshot_cache``): each runs in its own child of a parent that never handles
-a call, and only keeps what the children send it over their pipes.
+snapshot cache (``snapshot_cache``) and the site's cluster view, kept decoded (looked at for a
+newer file before each fork and every ``VIEW_POLL_S`` between calls; each call still checks the
+file it decides from: ``cluster_view.read``): each runs in its own child of a parent that never
+handles a call, and only keeps what the children send it over their pipes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAX_REQUEST_BYTES = 16 << 20
 MAX_FDS = 64
 DEFAULT_IDLE_S = 300.0
 KEEP_S = 3600.0          # the longest wrapper.snapshot_cache_s; older entries serve no call
+VIEW_POLL_S = 2.0        # how often a kept cluster view is looked at for a newer file
 
 
 def main() -> None:
@@ -96,11 +99,15 @@ def serve(path: str, idle_s: float) -> None:
     try:
         while True:
             wait_s = max(0.0, idle_s - (time.monotonic() - last_s))
+            if shared.views:
+                wait_s = min(wait_s, VIEW_POLL_S)
             ready, _, _ = select.select([listener, *pipes], [], [],
                                         wait_s if idle_s > 0 else 1.0)
             for fd in ready:                # first: a job placed is known before the next call
                 if fd in pipes:
                     _drain(fd, pipes, shared)
+            if shared.views:                # the site's new view decoded once, for every call
+                _keep_views(shared)
             if listener not in ready:
                 if idle_s <= 0 or time.monotonic() - last_s >= idle_s:
                     return
@@ -151,6 +158,14 @@ def _drain(fd: int, pipes: dict[int, bytearray], shared: snapshot_cache.Shared) 
     if not data:
         os.close(fd)
         del pipes[fd]
+
+
+def _keep_views(shared: snapshot_cache.Shared) -> None:
+    for _, blob in list(shared.views.values()):
+        try:
+            snapshot_cache.keep_view(blob)
+        except Exception:                # noqa: BLE001 - only a head start for the next call
+            pass
 
 
 def _warm(blob: bytes) -> None:
@@ -249,7 +264,8 @@ def _child(conn: socket.socket, shared: snapshot_cache.Shared, write_end: int) -
     code = 1
     try:
         code = run(req["argv"], Io(os.environ, sys.stdin.buffer, sys.stdout, sys.stderr),
-                   Providers(cache.snapshot, cache.readings, cache.submitted))
+                   Providers(cache.snapshot, cache.readings, cache.submitted,
+                             cache.decided))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:                # noqa: BLE001 - said on the caller's stderr

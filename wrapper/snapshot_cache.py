@@ -86,15 +86,21 @@ def placed_job(outcome: Any, cluster: Cluster, job_id: str, now_s: float) -> Job
 
 
 def with_jobs(cluster: Cluster, jobs: list[Job]) -> Cluster:
-    """``cluster`` with ``jobs`` it does not show yet, each GPU's holders counted again."""
-    from slurm_plugin.holders import attach_jobs
+    """``cluster`` with ``jobs`` it does not show yet, each GPU's holders counted again: only
+    on the nodes they pin when they are pending (as a submission's are; at 10,000 nodes,
+    counting every GPU again would cost a call a third of a second)."""
+    from slurm_plugin.holders import attach_jobs, with_pins
     new = [j for j in jobs if j.job_id not in cluster.jobs]
     if not new:
         return cluster
     every = dict(cluster.jobs)
     every.update((j.job_id, j) for j in new)
-    return replace(cluster, nodes=attach_jobs(cluster.nodes, every.values()),
-                   jobs=MappingProxyType(every), pending_count=None)
+    nodes = with_pins(cluster.nodes, new)
+    pending = cluster.pending_count
+    return replace(cluster, nodes=attach_jobs(cluster.nodes, every.values()) if nodes is None
+                   else nodes, jobs=MappingProxyType(every),
+                   pending_count=None if pending is None else
+                   pending + sum(j.state == "PENDING" for j in new))
 
 
 class Shared:
@@ -105,6 +111,8 @@ class Shared:
         self.placed: list[tuple[str, float, bytes]] = []
         self.last_call_s: dict[str, float] = {}
         self.warmed_s: dict[str, float] = {}
+        # key -> (when a call last decided from the site's view, (its path, that decision))
+        self.views: dict[str, tuple[float, bytes]] = {}
 
     def warm_due(self, key: str, now_s: float) -> bool:
         """Whether to make a decision again on ``key``'s new snapshot (``warm``): at most once
@@ -127,6 +135,8 @@ class Shared:
             self.last_call_s[key] = max(at_s, self.last_call_s.get(key, 0.0))
         elif kind == "placed":
             self.placed.append((key, at_s, blob))
+        elif kind == "view":
+            self.views[key] = (at_s, blob)
         elif kind == "cache" and at_s > self.snapshots.get(key, (0.0, b""))[0]:
             self.snapshots[key] = (at_s, blob)
             self.placed = [p for p in self.placed if p[0] != key or p[1] >= at_s]
@@ -137,6 +147,7 @@ class Shared:
         self.snapshots = {k: v for k, v in self.snapshots.items() if now_s - v[0] <= keep_s}
         self.placed = [p for p in self.placed if now_s - p[1] <= keep_s]
         self.last_call_s = {k: t for k, t in self.last_call_s.items() if now_s - t <= keep_s}
+        self.views = {k: v for k, v in self.views.items() if now_s - v[0] <= keep_s}
 
 
 def frame(message: tuple) -> bytes:
@@ -211,6 +222,10 @@ class CachedProviders:
         hit = self._cached(cfg)
         return hit[1] if hit else self.live.readings(cfg, cluster, now_s, carbon)
 
+    def decided(self, outcome: Any) -> None:
+        """The call's decision, for the server to make again on a new snapshot or view."""
+        self.outcome = outcome
+
     def submitted(self, outcome: Any, stdout: str) -> None:
         """Said before the caller hears back, so the server knows of the job in time for the
         caller's next submission."""
@@ -227,8 +242,17 @@ class CachedProviders:
         """After the call: read the snapshot and readings anew for the next calls, when this
         call read one, came in a burst and found no snapshot younger than half the window (a
         site that sets ``wrapper.snapshot_cache_s = 0`` reads none). At low priority: the
-        burst's next call is running meanwhile."""
-        if self.cfg is None or not self.stale:
+        burst's next call is running meanwhile. A call that decided from the site's cluster
+        view reads nothing: it tells the server which view to keep decoded (``keep_view``)."""
+        if self.cfg is None:
+            return
+        source = getattr(self.cluster, "source", "")
+        if source.startswith("view "):
+            if self.cfg["view.keep_in_server"]:
+                self.send(("view", self.key, time.time(),
+                           pickle.dumps((source[5:], self._replay()))))
+            return
+        if not self.stale:
             return
         try:
             os.nice(10)
@@ -254,13 +278,42 @@ def warm(blob: bytes) -> None:
     the policy computes once (EaCO's shard weights of a GPU kind, under the site's settings and
     history) is in memory before the next call's child is forked. Pure policy code: no Slurm,
     no InfluxDB; the result is thrown away."""
+    decide_again(*pickle.loads(blob))
+
+
+def keep_view(blob: bytes) -> None:
+    """In the server: keep the view a call decided from decoded (``cluster_view.keep``: when it
+    is a new file), and make that call's decision again on it (``decide_again``) once per
+    policy and view, so the calls forked next read none of it and find the policy's caches of
+    it made."""
+    from slurm_plugin import cluster_view
+    import gc
+    path, replay = pickle.loads(blob)
+    if cluster_view.keep(path):
+        _VIEW_WARMED.clear()
+    name = replay[0] if replay else None
+    got = cluster_view.kept(path)
+    if got is None or (name in _VIEW_WARMED):
+        return
+    _VIEW_WARMED.add(name)
+    decide_again(*got, replay)
+    # the view's millions of objects, and the policy's caches of them, out of the collector's
+    # sight: a collection in a forked call would otherwise touch, and so copy, every page
+    gc.freeze()
+
+
+_VIEW_WARMED: set[str | None] = set()      # the policies decided again on the kept view
+
+
+def decide_again(cluster: Cluster, readings: Any, replay: tuple | None) -> None:
+    """A call's decision (``CachedProviders._replay``) made again on ``cluster``; thrown away."""
     from slurm_plugin.history import read_view
+    from slurm_plugin.model import Readings
     from slurm_plugin.policy.base import Context
-    from slurm_plugin.policy.registry import get_policy
-    cluster, readings, replay = pickle.loads(blob)
+    from slurm_plugin.policy.registry import kept_policy
     if replay is None:
         return
     name, settings, request, state_dir = replay
-    get_policy(name).advise(request, Context(cluster=cluster, readings=readings,
+    kept_policy(name).advise(request, Context(cluster=cluster, readings=readings or Readings(),
                                              now_s=time.time(), settings=settings,
                                              history=read_view(state_dir)))

@@ -90,6 +90,19 @@ def builtin_policy_names() -> list[str]:
     return sorted(name for name, entry in _POLICIES.items() if isinstance(entry, str))
 
 
+_KEPT: dict[str, Policy] = {}
+
+
+def kept_policy(name: str, source: str = "policy name", key: str = "policy") -> Policy:
+    """``get_policy``, one instance per name in this process: where a process decides again
+    and again (the warm server, whose forked calls inherit it), what the policy keeps between
+    calls (its caches of node views) is made once. A policy's results never depend on it."""
+    got = _KEPT.get(name)
+    if got is None:
+        got = _KEPT[name] = get_policy(name, source, key)
+    return got
+
+
 def get_policy(name: str, source: str = "policy name", key: str = "policy") -> Policy:
     """The policy named ``name``; an unknown one is a ConfigError naming ``source`` (where the
     name came from) and ``key`` (the setting or option that gave it)."""

@@ -49,10 +49,15 @@ def _squeue_calls(tmp_path: Path) -> int:
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-def _submit(env, tmp_path: Path, *argv: str) -> tuple[str, str]:
+WATTBATCH = [sys.executable, "-m", "wrapper.cli"]
+# the ``wattbatch`` command: through the user's warm server where one answers
+SERVED = [sys.executable, "-c", "from wrapper.server_client import main; main()"]
+
+
+def _submit(env, tmp_path: Path, *argv: str, command: list[str] = WATTBATCH) -> tuple[str, str]:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nsleep 1\n")
-    done = run([sys.executable, "-m", "wrapper.cli", "--parsable", "--wb-explain", "-t", "2",
+    done = run([*command, "--parsable", "--wb-explain", "-t", "2",
                 "--wb-policy=eaco", "--wb-share", "--wb-app=resnet18", "--gres=gpu:1", *argv,
                 str(script)], env=env,
                cwd=str(tmp_path), timeout_s=60)
@@ -99,6 +104,59 @@ def test_submissions_decide_from_the_view_and_refuse_a_stale_or_foreign_one(env,
     assert job2.isdigit(), why
     assert "belongs to uid 65534, not to root or view.owner: not trusted" in why, why
     run([str(Path(env["WATTBATCH_SLURM_BIN_DIR"]) / "scancel"), job, job2], env=env, check=False)
+
+
+def test_the_warm_server_keeps_the_view_never_a_stale_or_untrusted_one(env, tmp_path):
+    """Through the warm server, which keeps the view decoded between calls: each call still
+    decides from the newest file the pass wrote, counts the user's own jobs since it, and
+    refuses it once it is no longer trusted."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    served = {**env, "WATTBATCH_SERVER": "1", "XDG_RUNTIME_DIR": str(run_dir),
+              "WATTBATCH_WRAPPER_SERVER_IDLE_S": "60"}
+    view = Path(env["WATTBATCH_VIEW_PATH"])
+    _reconcile(env)
+    jobs = []
+    try:
+        before = _squeue_calls(tmp_path)
+        for k in range(3):              # the first starts the server; it keeps the view
+            job, why = _submit(served, tmp_path, command=SERVED)
+            assert job.isdigit() and f"cluster view {view} taken" in why, why
+            if jobs:                    # the job just before counts: shared with
+                shared = next(line for line in why.splitlines() if "share GPU" in line)
+                assert f"{jobs[-1]} (resnet18)" in shared, why
+            jobs.append(job)
+            time.sleep(2.5)             # the server looks at the file every 2 s
+        assert _squeue_calls(tmp_path) == before
+        # a new file, as the next pass writes it, and a call at once: it decides from the new
+        # file, not the copy kept of the old one (the server looks at the file before it forks
+        # a call, and the call uses a copy only of the very file it opened)
+        from slurm_plugin import cluster_view
+        from slurm_plugin.config import load
+        from slurm_plugin.record import replace
+        cfg = load(environ=env)
+        cluster, readings = cluster_view.read(str(view), cfg, time.time())
+        taken_s = time.time()
+        cluster_view.publish(str(view), cfg, replace(cluster, taken_s=taken_s), readings)
+        job, why = _submit(served, tmp_path, command=SERVED)
+        jobs.append(job)
+        age = float(why.split(f"cluster view {view} taken ")[1].split(" s")[0])
+        assert job.isdigit() and age <= time.time() - taken_s + 0.5, why   # not the kept one
+        os.chown(view, 65534, 65534)    # the kept copy is of a file no longer trusted
+        job, why = _submit(served, tmp_path, command=SERVED)
+        jobs.append(job)
+        assert job.isdigit() and "not trusted" in why and "read Slurm instead" in why, why
+    finally:
+        run([str(Path(env["WATTBATCH_SLURM_BIN_DIR"]) / "scancel"), *jobs], env=env,
+            check=False)
+        for sock in run_dir.glob("wattbatch/server-*.sock"):
+            _stop(sock)
+
+
+def _stop(sock: Path) -> None:
+    """The server of this test (its command line names its socket): SIGTERM."""
+    for pid in run(["pgrep", "-f", str(sock)], check=False).stdout.split():
+        os.kill(int(pid), signal.SIGTERM)
 
 
 def test_killing_the_reconciler_while_it_writes_never_leaves_half_a_view(env, tmp_path):

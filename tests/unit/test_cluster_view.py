@@ -50,7 +50,8 @@ def test_what_is_published_is_read_back(tmp_path, golden_dir, release):
     assert os.listdir(tmp_path / "view") == ["cluster.json"]      # no temporary file left
     got, readings = cluster_view.read(path, Cfg(), now)
     want = replace(cluster, jobs=MappingProxyType(
-        {k: replace(j, comment="") for k, j in cluster.jobs.items()}))
+        {k: replace(j, comment="") for k, j in cluster.jobs.items()}),
+        pending_count=sum(j.pending for j in cluster.jobs.values()))   # counted as read
     assert plain(got) == plain(want)
     assert readings == READINGS
 
@@ -197,3 +198,48 @@ def test_jobs_older_than_any_acceptable_view_are_forgotten(tmp_path):
         cluster_view.remember(str(tmp_path), Job(str(k), "PENDING", gpus=1), 100.0 * k, 250.0)
     # at 900 s, a view accepted is at most 250 s old: the jobs of 700 s and later are kept
     assert [j.job_id for j in cluster_view.placed(str(tmp_path), 0.0)] == ["7", "8", "9"]
+
+
+# ---------------------------------------------------------------- the view kept decoded
+def test_a_kept_view_is_decided_from_only_while_it_is_the_same_file(tmp_path):
+    path = _view(tmp_path)
+    assert cluster_view.keep(path) and not cluster_view.keep(path)   # decoded once
+    kept, _ = cluster_view.kept(path)
+    got, _ = cluster_view.read(path, Cfg(), time.time())
+    assert got is kept                                  # not decoded again
+    cluster_view.publish(path, Cfg(), replace(_golden_plain(), taken_s=time.time(),
+                                              name="next pass"), None)
+    got, _ = cluster_view.read(path, Cfg(), time.time())
+    assert got is not kept and got.name == "next pass"   # the new file, read
+    assert cluster_view.kept(path)[0] is kept            # kept only by keep()
+    assert cluster_view.keep(path) and cluster_view.kept(path)[0].name == "next pass"
+
+
+def test_a_kept_view_is_checked_as_any_other(tmp_path):
+    path = _view(tmp_path, cluster="other")
+    assert cluster_view.keep(path)                      # keep asks no site config
+    with pytest.raises(cluster_view.ViewRefused, match="of cluster 'other'"):
+        cluster_view.read(path, Cfg(), time.time())
+    with pytest.raises(cluster_view.ViewRefused, match="s old, over view.max_age_s"):
+        cluster_view.read(path, Cfg(**{"cluster.name": "other"}), time.time() + 600)
+    if os.getuid() == 0:
+        os.chown(path, 65534, 65534)                    # nobody's, since it was kept
+        with pytest.raises(cluster_view.ViewRefused, match="not trusted"):
+            cluster_view.read(path, Cfg(**{"cluster.name": "other"}), time.time())
+
+
+def test_keeping_what_is_no_view_keeps_nothing(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert not cluster_view.keep(str(bad)) and cluster_view.kept(str(bad)) is None
+    assert not cluster_view.keep(str(tmp_path / "none.json"))
+
+
+def test_a_view_counts_its_pending_jobs(tmp_path):
+    from slurm_plugin.model import Cluster, Node
+    jobs = {"1": Job("1", "PENDING"), "2": Job("2", "RUNNING"), "3": Job("3", "PENDING")}
+    path = str(tmp_path / "v.json")
+    cluster_view.publish(path, Cfg(), Cluster(nodes=(Node("n1"),), jobs=MappingProxyType(jobs),
+                                              taken_s=time.time()), None)
+    got, _ = cluster_view.read(path, Cfg(), time.time())
+    assert got.pending_count == 2 and got.pending_at_least(5) == 2

@@ -12,6 +12,7 @@ from slurm_plugin import config
 from slurm_plugin.model import (Cluster, Gpu, GpuReading, GpuUse, Job, JobRequest, Node,
                                 Placement, Readings, Resident)
 from slurm_plugin.holders import attach_jobs
+from slurm_plugin.record import replace
 from wrapper import snapshot_cache as sc
 
 
@@ -223,3 +224,63 @@ def test_a_burst_reads_slurm_again_only_once_its_snapshot_is_half_the_window_old
         cache.snapshot(cfg)
         cache.refresh()
         assert (live.calls == ["snapshot", "readings"]) is refreshed
+
+
+def test_a_call_that_decided_from_the_view_has_the_server_keep_it_not_a_copy(tmp_path):
+    """With a cluster view the server keeps the view decoded (``keep_view``): a call sends its
+    path and its decision, never a snapshot to cache, and reads nothing again."""
+    cfg = _cfg(5)
+    key = sc.cache_key(cfg, __import__("os").environ)
+    shared = sc.Shared()
+    shared.take(("call", key, time.time() - 0.5, b""))      # in a burst
+    live, sent = _Live(replace(_cluster(), source="view /v/cluster.json")), []
+    cache = sc.CachedProviders(shared, live, sent.append)
+    cache.snapshot(cfg)
+    cache.decided(_outcome())                               # a dry run's decision counts too
+    cache.refresh()
+    assert live.calls == ["snapshot"] and [m[0] for m in sent] == ["call", "view"]
+    path, replay = pickle.loads(sent[1][3])
+    assert path == "/v/cluster.json" and replay[0] == "eaco"
+    shared.take(sent[1])
+    assert shared.views[key][1] == sent[1][3]
+    shared.prune(time.time() + 2 * 3600, 3600)
+    assert shared.views == {}
+    off = config.load(environ={"WATTBATCH_VIEW_KEEP_IN_SERVER": "false"})
+    sent = []
+    cache = sc.CachedProviders(sc.Shared(), live, sent.append)
+    cache.snapshot(off)
+    cache.refresh()
+    assert [m[0] for m in sent if m[0] != "call"] == []      # the site keeps none
+
+
+def test_the_server_keeps_the_view_and_decides_on_it_once_per_policy(tmp_path, monkeypatch):
+    from slurm_plugin import cluster_view
+    from slurm_plugin.config import policy_settings
+    from slurm_plugin.policy import registry
+    cfg = _cfg(5)
+    folder = tmp_path / "view"
+    folder.mkdir(mode=0o755)
+    path = str(folder / "cluster.json")
+    cluster_view.publish(path, {"cluster.name": "c", "view.hide_job_owners": False},
+                         replace(_cluster(), taken_s=time.time()), None)
+    decided = []
+    monkeypatch.setattr(sc, "decide_again", lambda c, r, replay: decided.append((c, replay)))
+    request = JobRequest(name="j", user="u", gpus=1, app="resnet18", allow_share=True)
+    replay = ("eaco", dict(policy_settings(cfg, "eaco")), request, str(tmp_path))
+    for _ in range(2):
+        sc.keep_view(pickle.dumps((path, replay)))
+    assert len(decided) == 1 and decided[0][0] is cluster_view.kept(path)[0]
+    sc.keep_view(pickle.dumps((path, ("pal",) + replay[1:])))
+    assert [r[0] for _, r in decided] == ["eaco", "pal"]
+    cluster_view.publish(path, {"cluster.name": "c", "view.hide_job_owners": False},
+                         replace(_cluster(), taken_s=time.time()), None)   # the next pass
+    sc.keep_view(pickle.dumps((path, replay)))
+    assert len(decided) == 3 and decided[2][0] is cluster_view.kept(path)[0]
+    assert registry.kept_policy("eaco") is registry.kept_policy("eaco")
+
+
+def test_pending_jobs_added_keep_the_count():
+    cluster = replace(_cluster(), pending_count=0)
+    job = sc.placed_job(_outcome(shards=1), cluster, "11", 101.0)
+    assert sc.with_jobs(cluster, [job]).pending_count == 1
+    assert sc.with_jobs(_cluster(), [job]).pending_count is None     # not counted before
