@@ -68,7 +68,8 @@ def readings(cfg: SiteConfig, cluster: Cluster | None = None, carbon: bool = Tru
                           carbon_max_age_s=cfg["carbon.max_age_s"],
                           job_gpus=job_gpus, job_start_s=job_start_s)
     spent, said = period_spent(cfg, client, now_s) if carbon else (None, ())
-    return replace(reads, period_spent_g=spent, warnings=(*note, *reads.warnings, *said))
+    return replace(reads, period_spent_g=spent, warnings=(*note, *reads.warnings, *said),
+                   carbon_read=carbon)
 
 
 def period_spent(cfg: SiteConfig, client: InfluxClient, now_s: float

@@ -301,6 +301,9 @@ class Readings:
     period_spent_g: tuple[float, float, Mapping[str, float]] | None = None
     taken_s: float = 0.0
     warnings: tuple[str, ...] = ()     # values rejected at the reader (NaN, absurd, bad shape)
+    # the carbon intensity, its forecast and the period's spend were looked for (None above
+    # then means none was found, not that none was asked for)
+    carbon_read: bool = False
 
 
 # the subject of a ``Readings.warnings`` line about the carbon data (then the zone)

@@ -148,7 +148,7 @@ def encode_readings(r: Readings) -> dict[str, Any]:
             "carbon_forecast": [list(p) for p in r.carbon_forecast],
             "cluster_power_w": r.cluster_power_w,
             "period_spent_g": None if spent is None else [spent[0], spent[1], dict(spent[2])],
-            "taken_s": r.taken_s, "warnings": list(r.warnings)}
+            "taken_s": r.taken_s, "warnings": list(r.warnings), "carbon_read": r.carbon_read}
 
 
 def _reading(row: list[Any]) -> GpuReading:
@@ -177,4 +177,5 @@ def decode_readings(doc: dict[str, Any]) -> Readings:
                     period_spent_g=None if spent is None else
                     (spent[0], spent[1], MappingProxyType(spent[2])),
                     taken_s=float(doc.get("taken_s", 0.0)),
-                    warnings=tuple(doc.get("warnings", ())))
+                    warnings=tuple(doc.get("warnings", ())),
+                    carbon_read=bool(doc.get("carbon_read", False)))

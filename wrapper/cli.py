@@ -98,12 +98,13 @@ def influx_memory(cfg: Any) -> Any:
 
 
 def _influx_readings(cfg: Any, cluster: Any, now_s: float, carbon: bool = True) -> Any:
-    """The cluster view's readings when the snapshot came from it (and hold carbon, where the
-    policy plans with it), else InfluxDB's."""
+    """The cluster view's readings when the snapshot came from it (and hold carbon, or the pass
+    looked for it and found none, where the policy plans with it), else InfluxDB's."""
     source = getattr(cluster, "source", "") if cluster is not None else ""
     if source.startswith("view "):
         got = _VIEW_READINGS.get(source[5:])
-        if got is not None and (not carbon or got.carbon_g_per_kwh is not None):
+        if got is not None and (not carbon or got.carbon_read
+                                or got.carbon_g_per_kwh is not None):
             return got
     from slurm_plugin.telemetry.carbon import planning_provider
     from slurm_plugin.telemetry.influx import InfluxClient

@@ -243,3 +243,27 @@ def test_a_view_counts_its_pending_jobs(tmp_path):
                                               taken_s=time.time()), None)
     got, _ = cluster_view.read(path, Cfg(), time.time())
     assert got.pending_count == 2 and got.pending_at_least(5) == 2
+
+
+@pytest.mark.parametrize("carbon_read, carbon, asks_influx", [
+    (True, None, False),      # the pass looked for carbon and found none: nothing to ask again
+    (False, None, True),      # the pass never looked (its policy plans without carbon)
+    (False, 250.0, False),    # a view that holds it (or one an older wattbatch wrote)
+])
+def test_a_carbon_policy_takes_the_views_readings_when_the_pass_looked(
+        tmp_path, monkeypatch, carbon_read, carbon, asks_influx):
+    from slurm_plugin.model import Cluster, Node
+    from wrapper import cli
+    path = str(tmp_path / "v.json")
+    cluster_view.publish(path, Cfg(), Cluster(nodes=(Node("n1"),), taken_s=time.time()),
+                         Readings(carbon_g_per_kwh=carbon, carbon_read=carbon_read))
+    got, readings = cluster_view.read(path, Cfg(), time.time())
+    assert readings.carbon_read is carbon_read
+    monkeypatch.setitem(cli._VIEW_READINGS, path, readings)
+    asked = []
+    import slurm_plugin.telemetry.readers as readers
+    monkeypatch.setattr(readers, "read_readings", lambda *a, **k: asked.append(1) or Readings())
+    from slurm_plugin.config import load
+    cfg = load(environ={"WATTBATCH_INFLUX_SKIP_AFTER_TIMEOUT_S": "0"})
+    cli._influx_readings(cfg, replace(got, source=f"view {path}"), time.time(), carbon=True)
+    assert bool(asked) is asks_influx
