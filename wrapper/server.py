@@ -95,6 +95,8 @@ def serve(path: str, idle_s: float) -> None:
     stamp = code_stamp()
     last_s = time.monotonic()
     shared = snapshot_cache.Shared()
+    if idle_s > 0:
+        _keep_site_view(shared)
     pipes: dict[int, bytearray] = {}        # a running call's pipe -> what it sent so far
     try:
         while True:
@@ -158,6 +160,19 @@ def _drain(fd: int, pipes: dict[int, bytearray], shared: snapshot_cache.Shared) 
     if not data:
         os.close(fd)
         del pipes[fd]
+
+
+def _keep_site_view(shared: snapshot_cache.Shared) -> None:
+    """At start: keep the view of the site config this server started under, so the calls
+    after the one that started it find it decoded (later calls name the views they use)."""
+    try:
+        from slurm_plugin import config
+        cfg = config.load()
+        if cfg["view.path"] and cfg["view.keep_in_server"]:
+            shared.take(("view", "", time.time(), snapshot_cache.view_blob(cfg["view.path"])))
+            _keep_views(shared)
+    except Exception:                    # noqa: BLE001 - a broken config is the call's to report
+        pass
 
 
 def _keep_views(shared: snapshot_cache.Shared) -> None:

@@ -249,8 +249,7 @@ class CachedProviders:
         source = getattr(self.cluster, "source", "")
         if source.startswith("view "):
             if self.cfg["view.keep_in_server"]:
-                self.send(("view", self.key, time.time(),
-                           pickle.dumps((source[5:], self._replay()))))
+                self.send(("view", self.key, time.time(), view_blob(source[5:], self._replay())))
             return
         if not self.stale:
             return
@@ -279,6 +278,11 @@ def warm(blob: bytes) -> None:
     history) is in memory before the next call's child is forked. Pure policy code: no Slurm,
     no InfluxDB; the result is thrown away."""
     decide_again(*pickle.loads(blob))
+
+
+def view_blob(path: str, replay: tuple | None = None) -> bytes:
+    """A ``("view", ...)`` message's body: the view's path and the decision to make again."""
+    return pickle.dumps((path, replay))
 
 
 def keep_view(blob: bytes) -> None:

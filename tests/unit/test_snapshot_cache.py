@@ -284,3 +284,21 @@ def test_pending_jobs_added_keep_the_count():
     job = sc.placed_job(_outcome(shards=1), cluster, "11", 101.0)
     assert sc.with_jobs(cluster, [job]).pending_count == 1
     assert sc.with_jobs(_cluster(), [job]).pending_count is None     # not counted before
+
+
+def test_a_server_keeps_its_sites_view_from_the_start(tmp_path, monkeypatch):
+    from slurm_plugin import cluster_view
+    from wrapper import server
+    folder = tmp_path / "view"
+    folder.mkdir(mode=0o755)
+    path = str(folder / "cluster.json")
+    cluster_view.publish(path, {"cluster.name": "c", "view.hide_job_owners": False},
+                         replace(_cluster(), taken_s=time.time(), name="at start"), None)
+    monkeypatch.setenv("WATTBATCH_VIEW_PATH", path)
+    shared = sc.Shared()
+    server._keep_site_view(shared)
+    assert cluster_view.kept(path)[0].name == "at start" and list(shared.views) == [""]
+    monkeypatch.setenv("WATTBATCH_VIEW_KEEP_IN_SERVER", "false")
+    shared = sc.Shared()
+    server._keep_site_view(shared)
+    assert shared.views == {}
