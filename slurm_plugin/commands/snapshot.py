@@ -18,8 +18,7 @@ if TYPE_CHECKING:
 def _load(path: str, option: str) -> SlurmJson:
     from ..slurm.document import SlurmJson
     try:
-        with open(path, "rb") as fh:
-            return SlurmJson(fh.read())
+        return SlurmJson.from_file(path)
     except OSError as exc:
         raise InputError(f"snapshot: {option} {path}: {exc.strerror}") from None
     except ValueError as exc:

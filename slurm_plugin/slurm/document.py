@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gc
 import json
+import mmap
+import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -38,14 +40,23 @@ class SlurmJson:
 
     __slots__ = ("text", "typed", "_tree")
 
-    def __init__(self, text: str | bytes) -> None:
+    def __init__(self, text: str | bytes | mmap.mmap) -> None:
         from .decode import decode
-        if isinstance(text, bytes) and not text.isascii():
-            text = text.decode("utf-8")     # UnicodeDecodeError (a ValueError) as reading it did
+        if isinstance(text, bytes):
+            text = _text(text)
         self.text = text
         with gc_paused():
             self.typed = decode(text)
         self._tree: Any = _UNREAD if self.typed is not None else _loads(text)
+
+    @classmethod
+    def from_file(cls, path: str) -> SlurmJson:
+        """The document in the file at ``path``, decoded from the file's pages as they are
+        (mapped: no copy of hundreds of MB read first); ``OSError`` when it cannot be read."""
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return cls(b"")
+            return cls(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
 
     @property
     def tree(self) -> Any:
@@ -71,6 +82,14 @@ class SlurmJson:
         return json.loads(bytes(raw)) if raw else None
 
 
-def _loads(text: str | bytes) -> Any:
+def _text(raw: bytes) -> str | bytes:
+    """Bytes as ``json`` reads them here: ASCII as they are, else UTF-8 decoded
+    (``UnicodeDecodeError``, a ValueError, as reading the file did)."""
+    return raw if raw.isascii() else raw.decode("utf-8")
+
+
+def _loads(text: str | bytes | mmap.mmap) -> Any:
+    if isinstance(text, mmap.mmap):
+        text = _text(bytes(text))
     with gc_paused():
         return json.loads(text)

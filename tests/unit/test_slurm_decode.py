@@ -213,3 +213,21 @@ def test_msgspec_is_imported_only_to_decode():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, cwd=GOLDEN.parents[2])
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("text", [
+    b'{"meta": {}, "jobs": []}', b"{not json", b'{"meta": {}, "jobs": [], "x": "\xff"}',
+    b'{"meta": {}, "x": NaN}', b'{"meta": {}, "jobs": [], "name": "caf\xc3\xa9"}', b""])
+def test_a_file_mapped_reads_as_its_bytes(tmp_path, text):
+    """``SlurmJson.from_file`` (the file's pages mapped, not read first) gives what the file's
+    bytes give: the same records and tree, or the same error."""
+    path = tmp_path / "doc.json"
+    path.write_bytes(text)
+
+    def read(make):
+        try:
+            doc = make()
+            return "ok", doc.typed, repr(doc.tree)
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+    assert read(lambda: SlurmJson.from_file(str(path))) == read(lambda: SlurmJson(text))
