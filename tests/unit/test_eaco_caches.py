@@ -209,3 +209,59 @@ def test_kept_reconcile_moves_a_judged_late_job_once_it_slows_down() -> None:
                 history.update(a.predicted)
             version += 1
     assert [a.kind for a in got] == ["move_exclusive"]
+
+
+def _spec_order(index: KindIndex, k: int, now: float, run_s: float | None) -> list[tuple]:
+    """The candidates' order as specified (docs/eaco.md, "Placement"): every candidate of the
+    index sorted by (node-on time added, alone, utilisation, busiest first, position)."""
+    from slurm_plugin.policy.eaco.decide import _extend_s
+    order = []
+    for pos, (m, part) in index.busy.items():
+        busy, free, shared = part[0], part[1], part[2]
+        extend = _extend_s(m.idle, now, run_s)
+        if len(free) >= k:
+            order.append((extend, True, 0.0, -busy, pos))
+        if shared and len(shared) + len(free) >= k:
+            order.append((extend, False, part[3], -busy, pos))
+    for pos, m, _ in index.firsts():
+        order.append((_extend_s(m.idle, now, run_s), True, 0.0, 0, pos))
+    return sorted(order)
+
+
+def test_candidates_come_in_the_specified_order() -> None:
+    """The sets that add no node-on time are yielded from the index's ranking, the others
+    sorted after them: together, the order of sorting every candidate at once. Node ends
+    straddle the job's would-be end (and run time, or an end, unknown now and then)."""
+    from slurm_plugin.policy.eaco.decide import _Shares, known_class
+    from slurm_plugin.policy.eaco.settings import EacoSettings
+    seen = later = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        start = shapes.random_cluster(rng)
+        running = {k: v for k, v in start.jobs.items() if v.running}
+        cluster = Cluster(nodes=start.nodes, jobs=MappingProxyType(running), taken_s=shapes.NOW)
+        power = {n.name: rng.choice([0.0, 41.0]) for n in cluster.nodes}
+        eaco = Eaco()
+        serial = [0]
+        for step in range(20):
+            cluster = _mutate(rng, cluster, power, serial)
+            now = shapes.NOW + rng.uniform(-20000, 20000)
+            ctx = Context(cluster=cluster, readings=_readings(cluster, power), now_s=now,
+                          history=MappingProxyType({}))
+            request = replace(shapes.random_request(rng),
+                              time_limit_s=rng.choice([None, 0.0, 600.0, 9000.0, 30000.0]))
+            cls = known_class(request.app)
+            if cls is None:
+                continue
+            s = EacoSettings.from_mapping({})
+            own_util = cls.util_at(request.gpus)
+            need_mib = request.memory_per_gpu_mib or cls.memory_mib
+            shares = _Shares(request.app, need_mib, s, ctx.history, None, eaco._weights)
+            got = [(c.extend_s, c.alone, 0.0 if c.alone else c.util_pct, -c.busy, c.pos)
+                   for c in eaco._options(request, ctx, s, shares, own_util)]
+            index = next(i for i in eaco._index.values() if i.k == request.gpus
+                         and i.changes.nodes is cluster.nodes)
+            assert got == _spec_order(index, request.gpus, now, request.time_limit_s), seed
+            seen += len(got)
+            later += sum(1 for g in got if g[0] > 0)
+    assert seen and later          # both kinds of set were ordered

@@ -253,6 +253,22 @@ def _extend_s(idle: tuple[bool, float | None], now: float, run_s: float | None) 
     return max(0.0, now + run_s - max(now, at))
 
 
+def _alone(node: Node, pos: int, busy: int, part: tuple, k: int, extend: float) -> _Candidate:
+    """A node's candidate of ``k`` free GPUs (``Eaco._node_part``'s part)."""
+    return _Candidate(node, pos, busy, list(part[1][:k]), [[] for _ in range(k)], 0.0, 0.0,
+                      extend, alone=True)
+
+
+def _shared(node: Node, pos: int, busy: int, part: tuple, k: int, extend: float) -> _Candidate:
+    """A node's candidate of ``k`` GPUs joining its shared ones (most utilised first), free
+    ones filling up."""
+    _, free, shared, util, mem = part
+    chosen = shared[:k]
+    fill = list(free[:k - len(chosen)])
+    return _Candidate(node, pos, busy, [e[0] for e in chosen] + fill,
+                      [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
+
+
 class Eaco:
     name = NAME
     # EaCO's energy gain includes fewer active nodes: packing lets idle nodes power down. The
@@ -468,32 +484,52 @@ class Eaco:
 
         index = self._index.get(kind)
         if index is None:
-            index = self._index[kind] = KindIndex()
+            index = self._index[kind] = KindIndex(k)
         cluster = ctx.cluster
         index.refresh(cluster.nodes, weight_of, build, cluster.nodes_log, cluster.nodes_version)
-        order: list[tuple] = []
-        for pos, (m, part) in index.busy.items():
-            busy, free, shared = part[0], part[1], part[2]
-            # _extend_s of a node holding jobs (not empty), inline: it runs for every one
+        busy_at = index.busy
+        # The order is (node-on time added, alone, utilisation, busiest first, position). The
+        # sets that add none come first, in the index's ranking (which does not move with the
+        # clock): a node holding jobs adds none when its last job ends after this one would
+        # (or its end, or this job's run time, is unknown). They are yielded as they are
+        # reached (a call mostly ends among them); the others are ordered only if it goes on.
+        until = None if run_s is None else now + run_s
+
+        def adds(m: NodeMemo) -> float:
+            """``_extend_s`` of a node holding jobs (not empty), inline: it runs for every one;
+            at most 0 where it adds none."""
             at = m.idle[1]
-            extend = 0.0 if run_s is None or at is None else max(0.0, now + run_s - max(now, at))
-            if len(free) >= k:
-                order.append((extend, True, 0.0, -busy, pos, m.node, part))
-            if shared and len(shared) + len(free) >= k:
-                order.append((extend, False, part[3], -busy, pos, m.node, part))
-        for pos, m, part in index.firsts():
-            order.append((_extend_s(m.idle, now, run_s), True, 0.0, 0, pos, m.node, part))
-        # (alone, pos) is unique: the sort never compares a node or a part
-        order.sort()
-        for extend, alone, util, nbusy, pos, node, (_, free, shared, _, mem) in order:
-            if alone:
-                yield _Candidate(node, pos, -nbusy, list(free[:k]), [[] for _ in range(k)], 0.0,
-                                 0.0, extend, alone=True)
+            return 0.0 if until is None or at is None else until - (at if at > now else now)
+
+        for util, nbusy, pos in index.shared:
+            m, part = busy_at[pos]
+            if adds(m) <= 0.0:
+                yield _shared(m.node, pos, -nbusy, part, k, 0.0)
+        for nbusy, pos in index.alone:
+            m, part = busy_at[pos]
+            if adds(m) <= 0.0:
+                yield _alone(m.node, pos, -nbusy, part, k, 0.0)
+        later: list[tuple] = []
+        for pos, m, part in sorted(index.firsts(), key=lambda e: e[0]):
+            extend = _extend_s(m.idle, now, run_s)
+            if extend == 0.0:
+                yield _alone(m.node, pos, 0, part, k, 0.0)
             else:
-                chosen = shared[:k]
-                fill = list(free[:k - len(chosen)])
-                yield _Candidate(node, pos, -nbusy, [e[0] for e in chosen] + fill,
-                                 [e[3] for e in chosen] + [[] for _ in fill], util, mem, extend)
+                later.append((extend, True, 0.0, 0, pos, m.node, part))
+        if until is not None:
+            for pos, (m, part) in busy_at.items():
+                extend = adds(m)
+                if extend <= 0.0:
+                    continue            # yielded above
+                busy, free, shared = part[0], part[1], part[2]
+                if len(free) >= k:
+                    later.append((extend, True, 0.0, -busy, pos, m.node, part))
+                if shared and len(shared) + len(free) >= k:
+                    later.append((extend, False, part[3], -busy, pos, m.node, part))
+        # (alone, pos) is unique: the sort never compares a node or a part
+        later.sort()
+        for extend, alone, _, nbusy, pos, node, part in later:
+            yield (_alone if alone else _shared)(node, pos, -nbusy, part, k, extend)
 
     def _node_part(self, node: Node, m: NodeMemo, k: int, want_model: str,
                    jobs: Mapping[str, Job], s: EacoSettings, shares: _Shares, own_util: float,

@@ -54,20 +54,27 @@ Refresh = Callable[[int, Node], tuple[NodeMemo, tuple | None, bool]]
 
 
 class KindIndex:
-    """Of one kind of request, by node position: the nodes holding jobs that offer a candidate,
-    with memo and part (``busy``); the empty ones that offer one (``idle``), and by boot delay
-    their positions in cluster order (``empty``); the node views and share weights (per kind
-    of node) they were built from; the nodes rebuilt on every call (``volatile``)."""
+    """Of one kind of request (``k`` GPUs), by node position: the nodes holding jobs that offer
+    a candidate, with memo and part (``busy``); the empty ones that offer one (``idle``), and by
+    boot delay their positions in cluster order (``empty``); the node views and share weights
+    (per kind of node) they were built from; the nodes rebuilt on every call (``volatile``).
+    The busy nodes' candidates ranked by what does not move with the clock: those sharing by
+    (summed utilisation, busiest first, position) (``shared``), those alone by (busiest first,
+    position) (``alone``); parts are ``(busy, free, shared, util, mem)``."""
 
-    __slots__ = ("changes", "weights", "busy", "idle", "empty", "volatile")
+    __slots__ = ("changes", "weights", "busy", "idle", "empty", "volatile", "k", "shared",
+                 "alone")
 
-    def __init__(self) -> None:
+    def __init__(self, k: int = 1) -> None:
         self.changes = ViewChanges()
         self.weights: dict[int, int] = {}
         self.busy: dict[int, tuple[NodeMemo, tuple]] = {}
         self.idle: dict[int, tuple[NodeMemo, tuple]] = {}
         self.empty: dict[float | None, list[int]] = {}
         self.volatile: set[int] = set()
+        self.k = k
+        self.shared: list[tuple[float, int, int]] = []
+        self.alone: list[tuple[int, int]] = []
 
     def refresh(self, nodes: Sequence[Node], weight_of: Callable[[int], int],
                 build: Refresh, log=None, version: int | None = None) -> None:
@@ -80,6 +87,7 @@ class KindIndex:
             self.weights = {}
             self.busy, self.idle, self.empty = {}, {}, {}
             self.volatile = set()
+            self.shared, self.alone = [], []
             changed = range(len(nodes))
         elif self.volatile:
             changed = sorted(set(changed) | self.volatile)
@@ -97,12 +105,23 @@ class KindIndex:
                 continue
             if part[0]:
                 self.busy[pos] = (m, part)
+                busy, free, shared = part[0], part[1], part[2]
+                if len(free) >= self.k:
+                    bisect.insort(self.alone, (-busy, pos))
+                if shared and len(shared) + len(free) >= self.k:
+                    bisect.insort(self.shared, (part[3], -busy, pos))
             else:
                 self.idle[pos] = (m, part)
                 bisect.insort(self.empty.setdefault(_delay(m), []), pos)
 
     def _drop(self, pos: int) -> None:
-        self.busy.pop(pos, None)
+        entry = self.busy.pop(pos, None)
+        if entry is not None:
+            busy, free, shared = entry[1][0], entry[1][1], entry[1][2]
+            if len(free) >= self.k:
+                _remove(self.alone, (-busy, pos))
+            if shared and len(shared) + len(free) >= self.k:
+                _remove(self.shared, (entry[1][3], -busy, pos))
         self.volatile.discard(pos)
         entry = self.idle.pop(pos, None)
         if entry is not None:
@@ -161,6 +180,10 @@ def _offers(node: Node) -> tuple[tuple[tuple, Gpu], ...]:
         if g.shards_total > 0:
             out.setdefault((g.shards_total, g.memory_mib, g.model, gpn), g)
     return tuple(out.items())
+
+
+def _remove(ranked: list, key: tuple) -> None:
+    del ranked[bisect.bisect_left(ranked, key)]
 
 
 def _delay(m: NodeMemo) -> float | None:
