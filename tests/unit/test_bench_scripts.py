@@ -50,6 +50,7 @@ def test_argument_checks():
                          ("bench_simulate.py", ("--concat", "1")),
                          ("bench_simulate.py", ("--policies", "nosuch")),
                          ("bench_reconcile.py", ("--live", "0", "--release", "23.02")),
+                         ("bench_reconcile.py", ("--live", "0", "--size", "10x")),
                          ("bench_year.py", ("--trace", "nosuch.csv")),
                          ("bench_year.py", ("--trace", str(BUILTIN), "--policies", "nosuch")),
                          ("bench_year.py", ("--trace", str(BUILTIN), "--repeat", "0"))):
