@@ -22,6 +22,9 @@ class Completed:
     returncode: int
     stdout: str
     stderr: str
+    # with ``run(..., raw_stdout=True)``: the output as the command wrote it (``stdout`` is then
+    # "", unless the command failed): a large document decoded straight from its bytes
+    raw_stdout: bytes = b""
 
 
 def run(
@@ -35,8 +38,11 @@ def run(
     stdin_fd: int | None = None,
     pass_fds: tuple[int, ...] = (),
     executable: str | None = None,
+    raw_stdout: bool = False,
 ) -> Completed:
     """Run ``argv`` and return its output; raise ``CommandError`` on failure when ``check``.
+    ``raw_stdout``: the output kept as bytes (``Completed.raw_stdout``), not decoded, where it
+    succeeded.
 
     ``stdin_fd``: an open file to read standard input from (instead of ``input_text``);
     ``pass_fds``: descriptors the command inherits under the same numbers; ``executable``: the
@@ -65,6 +71,8 @@ def run(
     except subprocess.TimeoutExpired as exc:
         raise CommandError(argv, 124, f"timed out after {timeout_s:g} s\n"
                                       f"{decode(exc.stderr)}") from exc
+    if raw_stdout and proc.returncode == 0:
+        return Completed(tuple(argv), 0, "", decode(proc.stderr), proc.stdout)
     done = Completed(tuple(argv), proc.returncode, decode(proc.stdout), decode(proc.stderr))
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, done.stderr, done.stdout)

@@ -23,7 +23,8 @@ _UNREACHABLE = ("Unable to contact slurm controller", "Unable to establish conne
 
 
 def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | None = None,
-          check: bool = True, timeout_s: float | None = None) -> proc.Completed:
+          check: bool = True, timeout_s: float | None = None,
+          raw_stdout: bool = False) -> proc.Completed:
     """Run Slurm command ``cmd`` (sbatch, squeue, ...) with ``args``.
 
     Uses ``slurm.bin_dir`` (empty: PATH), exports ``SLURM_CONF`` from ``slurm.conf`` when set
@@ -37,7 +38,7 @@ def slurm(cmd: str, args: Sequence[str], cfg: SiteConfig, *, input_text: str | N
         "SLURM_CONF" not in os.environ else None
     try:
         return proc.run(argv, timeout_s=timeout_s or cfg["slurm.timeout_s"], check=check,
-                        input_text=input_text, env=env)
+                        input_text=input_text, env=env, raw_stdout=raw_stdout)
     except CommandError as exc:
         if any(s in exc.stderr for s in _DBD_UNREACHABLE) or \
                 (cmd in _DBD_COMMANDS and any(s in exc.stderr for s in _UNREACHABLE)):
@@ -63,18 +64,22 @@ def slurm_document(cmd: str, args: Sequence[str], cfg: SiteConfig,
     """``cmd --json args`` as ``slurm_json`` runs it, decoded into a ``SlurmJson`` (the typed
     records ``parse`` reads: the whole cluster's ``squeue --json`` and node listing)."""
     from .document import SlurmJson
-    return _json(cmd, args, cfg, version, SlurmJson, lambda doc: doc.errors)
+    return _json(cmd, args, cfg, version, SlurmJson.from_output, lambda doc: doc.errors,
+                 raw=True)
 
 
 def _json(cmd: str, args: Sequence[str], cfg: SiteConfig, version: str | None,
-          decode: Callable[[str], T], errors_of: Callable[[T], Any]) -> T:
-    done = slurm(cmd, [f"--json={version}" if version else "--json", *args], cfg)
+          decode: Callable[[Any], T], errors_of: Callable[[T], Any], raw: bool = False) -> T:
+    """``raw``: ``decode`` takes the output's bytes (a large document: no text copy of it)."""
+    done = slurm(cmd, [f"--json={version}" if version else "--json", *args], cfg,
+                 raw_stdout=raw)
     try:
-        data = decode(done.stdout)
+        data = decode(done.raw_stdout if raw else done.stdout)
     except ValueError as exc:
+        shown = proc.decode(done.raw_stdout[:500]) if raw else done.stdout[:500]
         raise CommandError(list(done.argv), done.returncode,
                            f"printed invalid JSON ({exc}); Slurm 22.05 or later is needed",
-                           done.stdout[:500]) from None
+                           shown) from None
     errors = [e for e in errors_of(data) or () if isinstance(e, dict)]
     if errors:
         text = "; ".join(f"{e.get('source', '?')}: {e.get('description') or e.get('error')}"

@@ -42,12 +42,25 @@ class SlurmJson:
 
     def __init__(self, text: str | bytes | mmap.mmap) -> None:
         from .decode import decode
-        if isinstance(text, bytes):
-            text = _text(text)
-        self.text = text
+        self.text = text            # bytes as they are: msgspec reads UTF-8 (``_loads`` then
+        #                             reads them as json did, UnicodeDecodeError and all)
         with gc_paused():
             self.typed = decode(text)
         self._tree: Any = _UNREAD if self.typed is not None else _loads(text)
+
+    @classmethod
+    def from_output(cls, raw: bytes) -> SlurmJson:
+        """A command's output as it wrote it: decoded from its bytes where they are UTF-8
+        (no text copy of hundreds of MB); else as its text, undecodable bytes as U+FFFD (a job
+        name any user can set), as ``proc`` decodes every output."""
+        from .decode import decode
+        with gc_paused():
+            typed = decode(raw)
+        if typed is None:
+            return cls(raw.decode("utf-8", "replace"))
+        doc = cls.__new__(cls)
+        doc.text, doc.typed, doc._tree = raw, typed, _UNREAD
+        return doc
 
     @classmethod
     def from_file(cls, path: str) -> SlurmJson:
@@ -89,7 +102,7 @@ def _text(raw: bytes) -> str | bytes:
 
 
 def _loads(text: str | bytes | mmap.mmap) -> Any:
-    if isinstance(text, mmap.mmap):
+    if not isinstance(text, str):
         text = _text(bytes(text))
     with gc_paused():
         return json.loads(text)

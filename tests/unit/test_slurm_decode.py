@@ -182,8 +182,14 @@ def test_documents_that_are_not_json_or_not_objects():
         SlurmJson(b"{not json")
     with pytest.raises(ValueError, match=re.escape(str(err.value))):
         json.loads("{not json")
+    bad_name = b'{"meta": {}, "jobs": [{"job_id": 5, "name": "a\xffb"}]}'
     with pytest.raises(UnicodeDecodeError):     # UTF-8, as reading the file as text was
-        SlurmJson(b'{"meta": {}, "jobs": [], "not_read": "\xff"}')
+        SlurmJson(bad_name)
+    # a command's output: undecodable bytes as U+FFFD, as every output is read
+    assert SlurmJson.from_output(bad_name).tree["jobs"][0]["name"] == "a\ufffdb"
+    assert SlurmJson.from_output(bad_name).typed is not None
+    # bytes nobody reads are not looked at
+    assert SlurmJson(b'{"meta": {}, "jobs": [], "not_read": "\xff"}').typed is not None
     nan = SlurmJson(b'{"meta": {}, "x": NaN}')     # json reads it, msgspec does not
     assert nan.typed is None and math.isnan(nan.tree["x"])
     assert outcome(parse_jobs, SlurmJson(b"[1]")) == outcome(parse_jobs, [1])
