@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from .actuate import Actuator, Outcome, execute
 from .errors import StateError, WattError
+from .gc_pause import gc_paused
 from .history import FILE_NAME, History
 from .journal import Journal, PassLock
 from .model import Cluster, Readings
@@ -78,10 +79,12 @@ def reconcile_pass(
         result = PassResult(ran=True, dry_run=dry_run)
         journal = Journal(state_dir / "journal.jsonl")
         try:
-            _pass(result, journal, policy=policy, snapshot=snapshot, readings=readings,
-                  actuator=actuator, state_dir=state_dir, settings=settings, dry_run=dry_run,
-                  max_actions=max_actions, repeat_window_s=repeat_window_s,
-                  watch_s=watch_s, completing_wait_s=completing_wait_s, now_s=now_s)
+            with gc_paused():       # the snapshot's millions of objects: no collection walks them
+                _pass(result, journal, policy=policy, snapshot=snapshot, readings=readings,
+                      actuator=actuator, state_dir=state_dir, settings=settings,
+                      dry_run=dry_run, max_actions=max_actions,
+                      repeat_window_s=repeat_window_s, watch_s=watch_s,
+                      completing_wait_s=completing_wait_s, now_s=now_s)
         except StateError as exc:
             result.warnings.append(f"pass stopped, no further Slurm change: {exc}")
         result.warnings[:0] = journal.warnings

@@ -37,7 +37,7 @@ def _load(path: str, option: str) -> SlurmJson:
 def snapshot(as_json: bool, squeue_json: str | None, nodes_json: str | None) -> None:
     """Show the Slurm release, the nodes with their GPUs and who holds them, and the jobs,
     as wattbatch's policies see them."""
-    from ..slurm.document import gc_paused
+    from ..gc_pause import gc_paused
     with gc_paused():     # to the last line: the parse's millions of objects make no cycle
         _show(as_json, squeue_json, nodes_json)
 

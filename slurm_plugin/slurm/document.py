@@ -10,28 +10,14 @@ The text is kept until the document is dropped, for that second reading.
 
 from __future__ import annotations
 
-import gc
 import json
 import mmap
 import os
-from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
+
+from ..gc_pause import gc_paused
 
 _UNREAD = object()
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a document is decoded and parsed (then as it
-    was): they make millions of objects and no cycle, and each full collection walks every
-    live one (half the time of reading 100,000 jobs). Reference counting still frees them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SlurmJson:

@@ -23,11 +23,12 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..config import SiteConfig
+from ..gc_pause import gc_paused
 from ..holders import ACTIVE_STATES, attach_jobs
 from ..model import Cluster, Job, Node
 from ..record import replace
 from .cli import slurm, slurm_document, slurm_release
-from .document import SlurmJson, gc_paused
+from .document import SlurmJson
 from .formats import NEWEST, FormatError, SlurmFormat, detect, release_tuple
 from .parse import SACCT_FIELDS, AcctRecord, parse_jobs, parse_nodes, parse_sacct
 from .topology import switches, with_switches
