@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -57,6 +56,8 @@ def synthetic_pass(policy_name: str, nodes_file: str, squeue_file: str) -> dict:
     """In this process: one pass of ``policy_name`` on the two documents."""
     from slurm_plugin.slurm.document import SlurmJson
     from slurm_plugin.slurm.snapshot import build_cluster
+
+    from benchmarks.bench_parse import peak_rss_mb     # this process's own (not the parent's)
     policy = get_policy(policy_name)
     printed = Path(nodes_file).read_bytes(), Path(squeue_file).read_bytes()
     with tempfile.TemporaryDirectory() as state:
@@ -75,8 +76,7 @@ def synthetic_pass(policy_name: str, nodes_file: str, squeue_file: str) -> dict:
         pass_s = time.perf_counter() - t0
     return {"policy": policy_name, "pass_s": pass_s, "parse_s": holder["parse_s"],
             "policy_s": res.policy_s, "jobs": res.jobs_seen, "nodes": res.nodes_seen,
-            "actions": len(res.outcomes),
-            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "actions": len(res.outcomes), "peak_mb": peak_rss_mb()}
 
 
 def in_child(policy: str, release: str, paths: tuple[Path, Path], repeat: int) -> dict:
