@@ -4,8 +4,6 @@ parsers). Pure."""
 
 from __future__ import annotations
 
-from operator import is_
-
 from .model import Gpu, GpuUse, Job, Node
 from .record import replace
 
@@ -49,9 +47,20 @@ def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
         else:
             exclusive[key] = job_id
     out = []
+    get_owner, get_held = exclusive.get, shared.get
     for node in nodes:
-        gpus = tuple([_holders(g, exclusive, shared) for g in node.gpus])
-        out.append(node if all(map(is_, gpus, node.gpus)) else replace(node, gpus=gpus))
+        gpus = None
+        for k, g in enumerate(node.gpus):        # ``_holders``, inline: 80,000 GPUs and more
+            key = (g.node, g.index)
+            owner, held = get_owner(key), get_held(key, ())
+            if owner is None and not held and g.exclusive_job is None and not g.shard_jobs \
+                    and not g.shards_used:
+                continue
+            if gpus is None:
+                gpus = list(node.gpus)
+            gpus[k] = Gpu(g.node, g.index, g.model, g.gres_type, g.memory_mib, g.shards_total,
+                          sum([n for _, n in held]), owner, tuple([j for j, _ in held]))
+        out.append(node if gpus is None else replace(node, gpus=tuple(gpus)))
     return tuple(out)
 
 
@@ -96,14 +105,3 @@ def _unique_types(nodes: Iterable[Node]) -> dict[tuple[str, str], int]:
             if g.gres_type:
                 seen.setdefault((n.name, g.gres_type), []).append(g.index)
     return {k: v[0] for k, v in seen.items() if len(v) == 1}
-
-
-def _holders(g: Gpu, exclusive: Mapping[tuple[str, int], str],
-             shared: Mapping[tuple[str, int], list[tuple[str, int]]]) -> Gpu:
-    key = (g.node, g.index)
-    owner, held = exclusive.get(key), shared.get(key, ())
-    if owner is None and not held and g.is_free and not g.shards_used:
-        return g
-    # positional, in Gpu's field order (mig_profiles left at its default)
-    return Gpu(g.node, g.index, g.model, g.gres_type, g.memory_mib, g.shards_total,
-               sum(n for _, n in held), owner, tuple(j for j, _ in held))
