@@ -30,6 +30,7 @@ by its class's prior; of a running one: its measured remaining time (``observe``
 
 from __future__ import annotations
 
+import heapq
 from itertools import islice
 
 from ...model import Action, Cluster, Job, JobRequest, Placement
@@ -261,10 +262,9 @@ class Elastic:
         if cluster.pending_jobs is not None:
             n = min(len(cluster.pending_jobs), ADMIT_LOOKAHEAD)
             return islice(cluster.pending_jobs, n), n
-        out = sorted((j for j in jobs.values() if j.pending),
-                     key=lambda j: (_tier_now(j, hist) if tiers else 0, j.submit_s,
-                                    id_order(j.job_id))
-                     )[:ADMIT_LOOKAHEAD]
+        out = heapq.nsmallest(ADMIT_LOOKAHEAD, (j for j in jobs.values() if j.pending),
+                              key=lambda j: (_tier_now(j, hist) if tiers else 0, j.submit_s,
+                                             id_order(j.job_id)))
         return iter(out), len(out)
 
     def _admit(self, pending, free, movable, ends, gpn, cap, s, actions, cluster, hist, dues):
