@@ -21,12 +21,12 @@ of another cluster, of an unknown format version, cut short, from the future, or
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import stat
 import time
 
+from .gc_pause import gc_paused
 from .view_codec import decode_cluster, decode_job, decode_readings, encode_cluster, \
     encode_job, encode_readings
 
@@ -126,13 +126,8 @@ def read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
     cannot be decided from. The cyclic garbage collector is off meanwhile (then as it was):
     a large view makes millions of objects and no cycle, and each full collection would walk
     every live one."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _read(path, cfg, now_s)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _read(path: str, cfg: Any, now_s: float) -> tuple[Cluster, Readings | None]:
@@ -211,10 +206,8 @@ def keep(path: str) -> bool:
     between calls), unless the one kept is of the same file; True: decoded now. Whether a
     call may decide from it is the call's to check (``read``: owner, cluster, age), so
     nothing here depends on a call's site config; a file that is no view is left alone."""
-    enabled = gc.isenabled()
-    gc.disable()
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb") as fh, gc_paused():
             stamp = _stamp(os.fstat(fh.fileno()))
             got = _KEPT.get(path)
             if got is not None and got[0] == stamp:
@@ -223,9 +216,6 @@ def keep(path: str) -> bool:
             return True
     except (OSError, ViewRefused):
         return False
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def kept(path: str) -> tuple[Cluster, Readings | None] | None:
