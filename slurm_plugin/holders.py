@@ -4,7 +4,7 @@ parsers). Pure."""
 
 from __future__ import annotations
 
-from .model import Gpu, GpuUse, Job, Node
+from .model import Gpu, Job, Node
 from .record import replace
 
 TYPE_CHECKING = False   # not typing.TYPE_CHECKING: importing typing costs wattbatch ~2 ms
@@ -35,17 +35,6 @@ def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
                 shared.setdefault((use.node, use.index), []).append((job.job_id, use.shards))
             else:
                 exclusive[(use.node, use.index)] = job.job_id
-    index_of = _unique_types(nodes) if pinned else {}
-    pins = [(job.job_id, GpuUse(node, index_of[(node, typ)], shares))
-            for job in pinned for node, typ, shares in job.pinned if (node, typ) in index_of]
-    for job_id, use in pins:
-        key = (use.node, use.index)
-        if key in exclusive or (not use.shards and key in shared):
-            continue
-        if use.shards:
-            shared.setdefault(key, []).append((job_id, use.shards))
-        else:
-            exclusive[key] = job_id
     out = []
     get_owner, get_held = exclusive.get, shared.get
     for node in nodes:
@@ -61,14 +50,19 @@ def attach_jobs(nodes: Iterable[Node], jobs: Iterable[Job]) -> tuple[Node, ...]:
             gpus[k] = Gpu(g.node, g.index, g.model, g.gres_type, g.memory_mib, g.shards_total,
                           sum([n for _, n in held]), owner, tuple([j for j, _ in held]))
         out.append(node if gpus is None else replace(node, gpus=tuple(gpus)))
-    return tuple(out)
+    attached = with_pins(tuple(out), pinned)    # the pins last, by the one rule for pins
+    assert attached is not None                 # no job in ``pinned`` holds GPUs now
+    return attached
 
 
 def with_pins(nodes: tuple[Node, ...], jobs: Iterable[Job]) -> tuple[Node, ...] | None:
-    """``nodes`` (their holders attached) with the typed pins of ``jobs`` added, as
-    ``attach_jobs`` over every job would count them with these last: only the nodes they pin
-    are made anew, the others are the same objects (a policy's caches of them hold). None
-    when one of ``jobs`` holds GPUs now (``attach_jobs`` then counts again)."""
+    """``nodes`` (their holders attached) with the typed pins of ``jobs`` added, in order: a
+    pin counts on its node's one GPU of that type, where no job holds the whole GPU and, for a
+    whole-GPU pin, none holds shards of it. ``attach_jobs`` adds every pin this way after the
+    allocations, so a submission's jobs added later count as attaching every job again would
+    count them; only the nodes they pin are made anew, the others are the same objects (a
+    policy's caches of them hold). None when one of ``jobs`` holds GPUs now (``attach_jobs``
+    then counts again)."""
     pins = []
     for job in jobs:
         if job.state != "PENDING" and job.state in ACTIVE_STATES:
